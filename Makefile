@@ -1,0 +1,32 @@
+# Moldau: `make run` starts the broker; `make test` runs the test suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test install test-deps schemas clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(BIN)/moldau serve $(ARGS)
+
+# kcat is a Debian package; the tests skip it (saying why) if it cannot be installed
+test-deps: install
+	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 \
+		|| echo "kcat could not be installed; its test will be skipped"
+
+test: test-deps
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+schemas: install
+	$(BIN)/python tools/import_schemas.py
+
+clean:
+	rm -rf $(VENV) moldau-data build *.egg-info

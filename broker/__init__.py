@@ -1,0 +1,1 @@
+"""The Moldau broker: asyncio server, request handlers and coordinators."""

@@ -1,0 +1,115 @@
+"""Broker state shared by the handlers: config, logs, topic metadata, fetch waiters."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from storage.config import LogConfig
+from storage.catalog import TopicMetadata
+from storage.errors import InvalidTopic
+from storage.log_manager import LogManager
+
+from .config import BrokerConfig
+
+log = logging.getLogger("moldau.broker")
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def broker_log_config(config: BrokerConfig) -> LogConfig:
+    return LogConfig(
+        segment_bytes=config["log.segment.bytes"],
+        segment_ms=config["log.roll.ms"],
+        flush_interval_messages=config["log.flush.interval.messages"],
+        flush_interval_ms=config["log.flush.interval.ms"],
+        index_interval_bytes=config["log.index.interval.bytes"],
+    )
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.node_id: int = config["node.id"]
+        self.host, self.port = config.advertised()
+        self.logs = LogManager(config.log_dir, broker_log_config(config), node_id=self.node_id)
+        # fetch requests parked until one of their partitions gets data
+        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+
+    @property
+    def cluster_id(self) -> str:
+        return self.logs.cluster_id
+
+    def start(self) -> None:
+        for repair in self.logs.load():
+            log.warning("recovery: %s", repair)
+        log.info("loaded %d topics from %s", len(self.logs.topics), self.config.log_dir)
+
+    def shutdown(self) -> None:
+        self.logs.close()
+
+    # ---- topics -------------------------------------------------------------
+
+    def topic_for_write(self, name: str, allow_auto_create: bool = True) -> TopicMetadata | None:
+        """The topic, auto-created when the config and the request allow it.
+
+        Raises InvalidTopic for a name Kafka would refuse."""
+        topic = self.logs.topic(name)
+        if topic is None and allow_auto_create and self.config["auto.create.topics.enable"]:
+            if name in INTERNAL_TOPICS:
+                return None
+            topic = self.logs.create_topic(name, self.config["num.partitions"])
+            log.info("auto-created topic %s with %d partitions", name, topic.num_partitions)
+        return topic
+
+    def partition_metadata(self, topic: TopicMetadata) -> list[dict]:
+        """Metadata partition entries: this broker leads every partition."""
+        nodes = [self.node_id]
+        return [
+            {
+                "error_code": 0,
+                "partition_index": p,
+                "leader_id": self.node_id,
+                "leader_epoch": 0,
+                "replica_nodes": nodes,
+                "isr_nodes": nodes,
+                "offline_replicas": [],
+                "eligible_leader_replicas": [],
+                "last_known_elr": [],
+            }
+            for p in range(topic.num_partitions)
+        ]
+
+    # ---- fetch long-poll ------------------------------------------------------
+
+    def notify_append(self, topic: str, partition: int) -> None:
+        waiters = self._waiters.pop((topic, partition), None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def wait_for_append(self, keys: list[tuple[str, int]], timeout_s: float) -> None:
+        """Return when any of the partitions gets an append, or at the timeout."""
+        fut = asyncio.get_running_loop().create_future()
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(fut)
+                    if not waiters:
+                        del self._waiters[key]
+
+
+__all__ = ["Broker", "InvalidTopic", "INTERNAL_TOPICS", "now_ms"]

@@ -1,0 +1,121 @@
+"""Broker configuration: Kafka's property names, a properties file, overrides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+def _bool(text: str) -> bool:
+    if text.strip().lower() in ("true", "1", "yes"):
+        return True
+    if text.strip().lower() in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def _optional_int(text: str) -> int | None:
+    text = text.strip()
+    return None if text in ("", "none", "None") else int(text)
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    parse: Callable[[str], object]
+    default: object
+    doc: str
+
+
+SETTINGS: list[Setting] = [
+    Setting("listeners", str, "PLAINTEXT://127.0.0.1:9092", "Comma-separated listener URLs to bind."),
+    Setting("advertised.listeners", str, "", "Listener URLs given to clients (default: listeners)."),
+    Setting("log.dirs", str, "./moldau-data", "Data directory (the first of a comma-separated list is used)."),
+    Setting("node.id", int, 1, "This broker's id."),
+    Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
+    Setting("auto.create.topics.enable", _bool, True, "Create unknown topics on Metadata and Produce."),
+    Setting("log.segment.bytes", int, 1 << 30, "Roll a segment when it reaches this size."),
+    Setting("log.roll.ms", int, 7 * 24 * 3600 * 1000, "Roll a segment when it is this old."),
+    Setting("log.flush.interval.messages", _optional_int, None, "fsync after this many messages (default: the OS)."),
+    Setting("log.flush.interval.ms", _optional_int, None, "fsync at most this long after a write (default: the OS)."),
+    Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries."),
+    Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame accepted."),
+    Setting("message.max.bytes", int, 1048588, "Largest record batch accepted, as in Kafka."),
+]
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java-style .properties: key=value or key: value, # and ! comments."""
+    props: dict[str, str] = {}
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"{path}: cannot parse line {raw!r}")
+        props[line[:sep].strip()] = line[sep + 1 :].strip()
+    return props
+
+
+class BrokerConfig:
+    """Typed values by Kafka name; unknown names are kept (and reported) but unused."""
+
+    def __init__(self, values: dict[str, str] | None = None):
+        self.values: dict[str, object] = {s.name: s.default for s in SETTINGS}
+        self.unknown: dict[str, str] = {}
+        for name, text in (values or {}).items():
+            setting = _BY_NAME.get(name)
+            if setting is None:
+                self.unknown[name] = text
+                continue
+            try:
+                self.values[name] = setting.parse(text)
+            except ValueError as exc:
+                raise ConfigError(f"{name}: {exc}") from None
+
+    def __getitem__(self, name: str):
+        return self.values[name]
+
+    @classmethod
+    def load(cls, path: Path | None, overrides: list[str]) -> "BrokerConfig":
+        values = read_properties(path) if path else {}
+        for item in overrides:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--override needs name=value, got {item!r}")
+            values[name.strip()] = value.strip()
+        return cls(values)
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(str(self["log.dirs"]).split(",")[0].strip())
+
+    def listeners(self) -> list[tuple[str, str, int]]:
+        return [parse_listener(u) for u in str(self["listeners"]).split(",") if u.strip()]
+
+    def advertised(self) -> tuple[str, int]:
+        """The host and port clients are told to use (first advertised listener)."""
+        urls = str(self["advertised.listeners"]) or str(self["listeners"])
+        _, host, port = parse_listener(urls.split(",")[0])
+        return (host or "127.0.0.1"), port
+
+
+def parse_listener(url: str) -> tuple[str, str, int]:
+    """'PLAINTEXT://host:port' -> (name, host, port)."""
+    name, sep, rest = url.strip().partition("://")
+    if not sep:
+        raise ConfigError(f"listener {url!r} is not NAME://host:port")
+    host, _, port = rest.rpartition(":")
+    return name, host.strip("[]"), int(port)
+
+
+def describe_settings() -> str:
+    width = max(len(s.name) for s in SETTINGS)
+    return "\n".join(f"  {s.name:<{width}}  {s.doc} (default: {s.default})" for s in SETTINGS)

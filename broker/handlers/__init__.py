@@ -1,0 +1,47 @@
+"""One module per Kafka API; each declares API, VERSIONS and handle()."""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from protocol.frames import API_KEYS
+
+from . import (
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_topic_partitions,
+    fetch,
+    list_offsets,
+    metadata,
+    produce,
+)
+
+
+class Handler(NamedTuple):
+    name: str
+    min_version: int
+    max_version: int
+    handle: Callable
+
+
+_MODULES = [
+    api_versions,
+    metadata,
+    produce,
+    fetch,
+    list_offsets,
+    create_topics,
+    delete_topics,
+    create_partitions,
+    describe_cluster,
+    describe_topic_partitions,
+    describe_configs,
+]
+
+HANDLERS: dict[int, Handler] = {
+    API_KEYS[m.API]: Handler(m.API, m.VERSIONS[0], m.VERSIONS[1], m.handle) for m in _MODULES
+}

@@ -1,0 +1,24 @@
+"""CreatePartitions: grow a topic's partition count."""
+
+from broker.errors import ErrorCode
+
+API = "CreatePartitions"
+VERSIONS = (0, 3)
+
+
+def _grow(broker, want: dict, validate_only: bool) -> dict:
+    name, count = want["name"], want["count"]
+    topic = broker.logs.topic(name)
+    if topic is None:
+        return {"name": name, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "error_message": None}
+    if count <= topic.num_partitions:
+        return {"name": name, "error_code": ErrorCode.INVALID_PARTITIONS,
+                "error_message": f"topic has {topic.num_partitions} partitions; {count} is not more"}
+    if not validate_only:
+        broker.logs.add_partitions(name, count)
+    return {"name": name, "error_code": 0, "error_message": None}
+
+
+def handle(broker, request, header) -> dict:
+    return {"throttle_time_ms": 0,
+            "results": [_grow(broker, t, request["validate_only"]) for t in request["topics"]]}

@@ -1,0 +1,48 @@
+"""CreateTopics: new topics on this single broker (replication factor 1)."""
+
+from broker import topic_configs
+from broker.broker import InvalidTopic
+from broker.errors import ErrorCode
+from storage.catalog import validate_topic_name
+
+API = "CreateTopics"
+VERSIONS = (2, 7)
+
+
+def _create(broker, want: dict, validate_only: bool) -> dict:
+    name = want["name"]
+    result = {"name": name, "topic_id": None, "error_code": 0, "error_message": None,
+              "num_partitions": -1, "replication_factor": -1, "configs": None}
+    count = want["num_partitions"]
+    if count == -1:
+        count = broker.config["num.partitions"]
+    configs = {c["name"]: c["value"] for c in want["configs"]}
+    problem = topic_configs.validate(configs)
+    if broker.logs.topic(name) is not None:
+        result.update(error_code=ErrorCode.TOPIC_ALREADY_EXISTS, error_message=f"topic {name} already exists")
+    elif count <= 0 or want["assignments"]:
+        result.update(error_code=ErrorCode.INVALID_PARTITIONS, error_message="partition count must be positive")
+    elif want["replication_factor"] not in (-1, 1):
+        result.update(error_code=ErrorCode.INVALID_REPLICATION_FACTOR,
+                      error_message="replication factor must be 1 on a single broker")
+    elif problem:
+        result.update(error_code=ErrorCode.INVALID_CONFIG, error_message=problem)
+    else:
+        try:
+            if validate_only:
+                validate_topic_name(name)
+                topic_id = None
+            else:
+                topic_id = broker.logs.create_topic(name, count, {k: v for k, v in configs.items() if v is not None}).topic_id
+        except InvalidTopic as exc:
+            result.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=str(exc))
+        else:
+            result.update(topic_id=topic_id, num_partitions=count, replication_factor=1, configs=[])
+    return result
+
+
+def handle(broker, request, header) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [_create(broker, t, request["validate_only"]) for t in request["topics"]],
+    }

@@ -1,0 +1,27 @@
+"""DeleteTopics: by name (v0-5) or by name or id (v6+)."""
+
+from broker.broker import INTERNAL_TOPICS
+from broker.errors import ErrorCode
+
+API = "DeleteTopics"
+VERSIONS = (1, 6)
+
+
+def _delete(broker, name, topic_id) -> dict:
+    topic = broker.logs.topic(name) if name else broker.logs.topic_by_id(topic_id)
+    if topic is None:
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name else ErrorCode.UNKNOWN_TOPIC_ID
+        return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": None}
+    if topic.name in INTERNAL_TOPICS:
+        return {"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.INVALID_REQUEST,
+                "error_message": "internal topics cannot be deleted"}
+    broker.logs.delete_topic(topic.name)
+    return {"name": topic.name, "topic_id": topic.topic_id, "error_code": 0, "error_message": None}
+
+
+def handle(broker, request, header) -> dict:
+    if header.api_version >= 6:
+        wanted = [(t["name"], t["topic_id"]) for t in request["topics"]]
+    else:
+        wanted = [(name, None) for name in request["topic_names"]]
+    return {"throttle_time_ms": 0, "responses": [_delete(broker, n, i) for n, i in wanted]}

@@ -1,0 +1,49 @@
+"""ListOffsets: earliest, latest, max timestamp, or the first offset at a time."""
+
+from broker.errors import ErrorCode
+
+API = "ListOffsets"
+VERSIONS = (1, 9)
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+EARLIEST_TIERED = -5
+
+
+def _lookup(log_, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) as ListOffsets answers it; -1 for "no such record"."""
+    if timestamp == LATEST:
+        return -1, log_.log_end_offset
+    if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_TIERED):
+        return -1, log_.log_start_offset
+    if timestamp == MAX_TIMESTAMP:
+        found = log_.max_timestamp()
+    elif timestamp < 0:
+        return -1, -1
+    else:
+        found = log_.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    offset, ts = found
+    return ts, offset
+
+
+def handle(broker, request, header) -> dict:
+    topics = []
+    for want in request["topics"]:
+        name = want["name"]
+        parts = []
+        for p in want["partitions"]:
+            index = p["partition_index"]
+            log_ = broker.logs.log(name, index)
+            if log_ is None:
+                parts.append({"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                continue
+            ts, offset = _lookup(log_, p["timestamp"])
+            parts.append({"partition_index": index, "error_code": 0, "timestamp": ts, "offset": offset,
+                          "leader_epoch": 0})
+        topics.append({"name": name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

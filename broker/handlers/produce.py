@@ -1,0 +1,75 @@
+"""Produce: validate each partition's batches and append them as they came."""
+
+import logging
+
+from broker.broker import InvalidTopic, now_ms
+from broker.errors import ErrorCode
+from protocol.records import CorruptRecord, parse_produce_records
+
+API = "Produce"
+VERSIONS = (3, 11)
+
+log = logging.getLogger("moldau.produce")
+
+
+def _partition_result(index, code, base_offset=-1, append_time=-1, log_start=-1, message=None) -> dict:
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": base_offset,
+        "log_append_time_ms": append_time,
+        "log_start_offset": log_start,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+def _append(broker, topic, part: dict, now: int) -> dict:
+    index = part["index"]
+    log_ = broker.logs.log(topic.name, index)
+    if log_ is None:
+        return _partition_result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    records = part["records"]
+    if records is None:
+        return _partition_result(index, ErrorCode.CORRUPT_MESSAGE, message="null records")
+    try:
+        batches = parse_produce_records(records)
+    except CorruptRecord as exc:
+        log.info("rejected batch for %s-%d: %s", topic.name, index, exc)
+        return _partition_result(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+    limit = broker.config["message.max.bytes"]
+    if any(hdr.size > limit for _, hdr in batches):
+        return _partition_result(index, ErrorCode.MESSAGE_TOO_LARGE)
+    try:
+        base_offset, _ = log_.append(records, batches, now)
+    except OSError as exc:
+        log.error("append to %s-%d failed: %s", topic.name, index, exc)
+        return _partition_result(index, ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
+    broker.notify_append(topic.name, index)
+    append_time = now if log_.config.log_append_time else -1
+    return _partition_result(index, ErrorCode.NONE, base_offset, append_time, log_.log_start_offset)
+
+
+def handle(broker, request, header):
+    acks = request["acks"]
+    now = now_ms()
+    responses = []
+    for topic_data in request["topic_data"]:
+        name = topic_data["name"]
+        parts = topic_data["partition_data"]
+        try:
+            topic = broker.topic_for_write(name)
+        except InvalidTopic:
+            topic, code = None, ErrorCode.INVALID_TOPIC_EXCEPTION
+        else:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if acks not in (-1, 0, 1):
+            code, topic = ErrorCode.INVALID_REQUIRED_ACKS, None
+        if topic is None:
+            results = [_partition_result(p["index"], code) for p in parts]
+        else:
+            results = [_append(broker, topic, p, now) for p in parts]
+        responses.append({"name": name, "partition_responses": results})
+    if acks == 0:
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}

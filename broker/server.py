@@ -1,0 +1,162 @@
+"""The asyncio TCP server: one KafkaConnection per client socket.
+
+Like Kafka's socket server, a connection handles one request at a time and
+answers in order: pipelined requests wait in a queue while a handler that
+must wait (a long-polling Fetch) runs. Reading pauses while that queue or
+the socket's send buffer is full, so a client that never reads its responses
+cannot make the broker buffer without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+
+from protocol import codec
+from protocol.frames import FrameDecoder, FrameError, decode_request_header, response_chunks
+
+from .broker import Broker
+from .handlers import HANDLERS, api_versions
+
+log = logging.getLogger("moldau.server")
+
+_MAX_QUEUED_FRAMES = 16
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: Broker):
+        self.broker = broker
+        self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
+        self.queue: deque = deque()
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.busy = False
+        self.write_paused = False
+        self.read_paused = False
+        self.closed = False
+
+    # ---- transport callbacks -----------------------------------------------
+
+    def connection_made(self, transport):
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def connection_lost(self, exc):
+        self.closed = True
+        self.queue.clear()
+
+    def pause_writing(self):
+        self.write_paused = True
+        self._update_reading()
+
+    def resume_writing(self):
+        self.write_paused = False
+        self._update_reading()
+        self._process()
+
+    def data_received(self, data):
+        try:
+            frames = self.decoder.feed(data)
+        except FrameError as exc:
+            self.close(f"bad frame: {exc}")
+            return
+        self.queue.extend(frames)
+        self._process()
+
+    # ---- request processing ---------------------------------------------------
+
+    def _update_reading(self):
+        if self.closed:
+            return
+        want_pause = self.write_paused or len(self.queue) >= _MAX_QUEUED_FRAMES
+        if want_pause and not self.read_paused:
+            self.transport.pause_reading()
+            self.read_paused = True
+        elif not want_pause and self.read_paused:
+            self.transport.resume_reading()
+            self.read_paused = False
+
+    def _process(self):
+        while self.queue and not self.busy and not self.closed and not self.write_paused:
+            frame = self.queue.popleft()
+            try:
+                self._handle(frame)
+            except (FrameError, codec.DecodeError) as exc:
+                self.close(f"malformed request: {exc}")
+            except Exception:
+                log.exception("handler failed; closing connection from %s", self.peer)
+                self.close("internal error")
+        self._update_reading()
+
+    def _handle(self, frame):
+        header = decode_request_header(frame)
+        handler = HANDLERS.get(header.api_key)
+        if handler is None:
+            raise FrameError(f"unknown API key {header.api_key}")
+        version = header.api_version
+        if not handler.min_version <= version <= handler.max_version:
+            if handler.name == "ApiVersions":
+                # answered in v0 form so the client can pick a version we serve
+                self.send(handler.name, 0, header.correlation_id, api_versions.unsupported_version())
+                return
+            raise FrameError(f"{handler.name} v{version} is not supported")
+        request, _ = codec.decode(handler.name + "Request", version, frame, header.body_offset)
+        result = handler.handle(self.broker, request, header)
+        if inspect.isawaitable(result):
+            self.busy = True
+            asyncio.ensure_future(self._finish(handler.name, header, result))
+        elif result is not None:  # None: no response (Produce with acks=0)
+            self.send(handler.name, version, header.correlation_id, result)
+
+    async def _finish(self, name, header, awaitable):
+        try:
+            result = await awaitable
+            if result is not None and not self.closed:
+                self.send(name, header.api_version, header.correlation_id, result)
+        except Exception:
+            log.exception("%s handler failed; closing connection from %s", name, self.peer)
+            self.close("internal error")
+        finally:
+            self.busy = False
+        self._process()
+
+    def send(self, name: str, version: int, correlation_id: int, body: dict) -> None:
+        if not self.closed:
+            self.transport.writelines(response_chunks(name, version, correlation_id, body))
+
+    def close(self, reason: str) -> None:
+        if not self.closed:
+            log.warning("closing connection from %s: %s", self.peer, reason)
+            self.closed = True
+            self.queue.clear()
+            self.transport.close()
+
+
+async def serve(broker: Broker, stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    servers = []
+    for name, host, port in broker.config.listeners():
+        server = await loop.create_server(lambda: KafkaConnection(broker), host or "0.0.0.0", port, reuse_address=True)
+        servers.append(server)
+        log.info("listening on %s://%s:%d", name, host, port)
+    flusher = asyncio.ensure_future(_flush_periodically(broker))
+    try:
+        await stop.wait()
+    finally:
+        flusher.cancel()
+        for server in servers:
+            server.close()
+        for server in servers:
+            await server.wait_closed()
+
+
+async def _flush_periodically(broker: Broker) -> None:
+    """Drives log.flush.interval.ms; idle when no time-based flush is configured."""
+    from .broker import now_ms
+
+    while True:
+        await asyncio.sleep(0.1 if broker.config["log.flush.interval.ms"] is not None else 3600)
+        broker.logs.flush_if_due(now_ms())

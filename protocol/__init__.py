@@ -1,0 +1,1 @@
+"""Sans-io Kafka wire protocol: framing, message codecs and record batch headers."""

@@ -1,0 +1,135 @@
+"""Size-prefixed frames and request/response headers (sans-io)."""
+
+from __future__ import annotations
+
+import struct
+
+from . import codec
+
+_SIZE = struct.Struct(">i")
+_HEADER_FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_CORRELATION = struct.Struct(">i")
+_RESPONSE_HEADER_V0 = struct.Struct(">ii")  # frame size, correlation id
+
+# api key -> API name ("Produce", "Fetch", ...), from the message definitions
+API_NAMES: dict[int, str] = {
+    d["apiKey"]: name[: -len("Request")]
+    for name, d in ((n, codec.definition(n)) for n in codec._DEFS)
+    if d.get("type") == "request"
+}
+API_KEYS: dict[str, int] = {v: k for k, v in API_NAMES.items()}
+
+
+class FrameError(ValueError):
+    """A frame that cannot be served; the connection must be closed."""
+
+
+class FrameDecoder:
+    """Splits a byte stream into request frames.
+
+    Complete frames are returned as memoryviews over a private bytearray, so
+    the produce path can rewrite batch offsets in place without another copy.
+    """
+
+    __slots__ = ("max_size", "buf")
+
+    def __init__(self, max_size: int):
+        self.max_size = max_size
+        self.buf = bytearray()
+
+    def feed(self, data) -> list[memoryview]:
+        buf = self.buf
+        buf += data
+        frames = []
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > self.max_size:
+                raise FrameError(f"frame size {size} outside 0..{self.max_size}")
+            if n - pos - 4 < size:
+                break
+            frames.append(memoryview(buf)[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+        if frames:
+            # the frames keep the old buffer alive; continue in a fresh one
+            self.buf = bytearray(memoryview(buf)[pos:])
+        return frames
+
+    def pending(self) -> int:
+        """Bytes buffered towards an incomplete frame."""
+        return len(self.buf)
+
+
+class RequestHeader:
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "body_offset")
+
+    def __init__(self, api_key, api_version, correlation_id, client_id, body_offset):
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.body_offset = body_offset
+
+
+def request_is_flexible(api_key: int, api_version: int) -> bool:
+    name = API_NAMES.get(api_key)
+    return name is not None and codec.is_flexible(name + "Request", api_version)
+
+
+def decode_request_header(frame) -> RequestHeader:
+    """Header v1 (v2 adds a tagged-field section for flexible requests)."""
+    if len(frame) < _HEADER_FIXED.size:
+        raise FrameError("frame shorter than a request header")
+    api_key, api_version, correlation_id, n = _HEADER_FIXED.unpack_from(frame, 0)
+    pos = _HEADER_FIXED.size
+    client_id = None
+    if n >= 0:
+        if pos + n > len(frame):
+            raise FrameError("client id overruns the frame")
+        client_id = str(frame[pos : pos + n], "utf-8", "replace")
+        pos += n
+    if request_is_flexible(api_key, api_version):
+        try:
+            pos = codec.skip_tagged_fields(frame, pos, len(frame))
+        except codec.DecodeError as exc:
+            raise FrameError(str(exc)) from None
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+def encode_request(api_name: str, version: int, correlation_id: int, client_id: str | None, body: dict) -> bytes:
+    """A whole request frame (used by test clients and the wire-level tools)."""
+    api_key = API_KEYS[api_name]
+    w = codec.Writer()
+    cid = None if client_id is None else client_id.encode()
+    w.buf += _HEADER_FIXED.pack(api_key, version, correlation_id, -1 if cid is None else len(cid))
+    if cid:
+        w.buf += cid
+    if request_is_flexible(api_key, version):
+        w.buf.append(0)
+    codec.encode(api_name + "Request", version, body, w)
+    data = w.getvalue()
+    return _SIZE.pack(len(data)) + data
+
+
+def response_chunks(api_name: str, version: int, correlation_id: int, body: dict) -> list:
+    """A response frame as a list of buffers (large record sets stay uncopied)."""
+    w = codec.Writer()
+    w.buf += _RESPONSE_HEADER_V0.pack(0, correlation_id)
+    # ApiVersions responses keep header v0 so any client can read them
+    if api_name != "ApiVersions" and codec.is_flexible(api_name + "Response", version):
+        w.buf.append(0)
+    codec.encode(api_name + "Response", version, body, w)
+    chunks = w.chunks()
+    _SIZE.pack_into(chunks[0], 0, sum(map(len, chunks)) - 4)
+    return chunks
+
+
+def decode_response(api_name: str, version: int, frame) -> tuple[int, dict]:
+    """(correlation id, body) of a response frame without its size prefix."""
+    (correlation_id,) = _CORRELATION.unpack_from(frame, 0)
+    pos = 4
+    if api_name != "ApiVersions" and codec.is_flexible(api_name + "Response", version):
+        pos = codec.skip_tagged_fields(frame, pos, len(frame))
+    body, _ = codec.decode(api_name + "Response", version, frame, pos)
+    return correlation_id, body

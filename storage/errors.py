@@ -1,0 +1,45 @@
+"""Exceptions raised by the storage layer.
+
+Each one corresponds to a Kafka error code the broker answers with; OSError
+from the file system is left as is and means KAFKA_STORAGE_ERROR.
+"""
+
+
+class StorageError(Exception):
+    """Base class of the storage layer's own errors."""
+
+
+class OffsetOutOfRange(StorageError):
+    """A fetch offset below the log start offset or above the log end offset."""
+
+
+class RecordBatchTooLarge(StorageError):
+    """A batch larger than the topic's segment size (MESSAGE_TOO_LARGE)."""
+
+
+class InvalidConfig(StorageError, ValueError):
+    """A topic or broker config value that cannot be used (INVALID_CONFIG)."""
+
+
+class InvalidTopic(StorageError, ValueError):
+    """A topic name that breaks Kafka's naming rules (INVALID_TOPIC_EXCEPTION)."""
+
+
+class TopicExists(StorageError):
+    """CreateTopics for a name that is taken (TOPIC_ALREADY_EXISTS)."""
+
+
+class UnknownTopic(StorageError):
+    """A topic that is not in the catalog (UNKNOWN_TOPIC_OR_PARTITION)."""
+
+
+class InvalidPartitions(StorageError, ValueError):
+    """A partition count that is not allowed (INVALID_PARTITIONS)."""
+
+
+class CorruptIndex(StorageError):
+    """An index file that failed validation; the segment rebuilds it."""
+
+
+class InconsistentMetadata(StorageError):
+    """The log directory belongs to another node or holds unreadable metadata."""

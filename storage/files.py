@@ -1,0 +1,67 @@
+"""Small metadata files: atomic replacement, directory fsync, Kafka's text forms."""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from pathlib import Path
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make created, renamed or removed directory entries durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` so that a crash leaves either the old or the new content."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def read_key_values(path: Path, separator: str) -> dict[str, str]:
+    """``key<separator>value`` lines (meta.properties, partition.metadata); # starts a comment."""
+    result = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and separator in line:
+            key, value = line.split(separator, 1)
+            result[key.strip()] = value.strip()
+    return result
+
+
+def write_key_values(path: Path, values: dict[str, str], separator: str) -> None:
+    atomic_write(path, "".join(f"{key}{separator}{value}\n" for key, value in values.items()).encode())
+
+
+def encode_uuid(value: uuid.UUID) -> str:
+    """Kafka's text form of a Uuid (topic ids, cluster ids): URL-safe base64, no padding."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+
+
+def decode_uuid(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except ValueError:
+        raise ValueError(f"not a Kafka uuid: {text!r}") from None
+
+
+def random_uuid() -> uuid.UUID:
+    """A fresh id that, like Kafka's, is never all zeros and never renders with a leading dash."""
+    while True:
+        value = uuid.uuid4()
+        if value.int and not encode_uuid(value).startswith("-"):
+            return value

@@ -1,0 +1,370 @@
+"""A partition's log: segments, offset assignment, reads, flushing and recovery."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+import uuid
+from bisect import bisect_right
+from pathlib import Path
+from typing import Iterator
+
+from protocol.records import (
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    CorruptRecord,
+    iter_records,
+    set_base_offset,
+    set_log_append_time,
+)
+from storage.config import LogConfig
+from storage.errors import InconsistentMetadata, OffsetOutOfRange, RecordBatchTooLarge
+from storage.files import decode_uuid, encode_uuid, fsync_dir, read_key_values, write_key_values
+from storage.segment import LOG_SUFFIX, LogSegment, Truncation
+
+PARTITION_METADATA = "partition.metadata"
+DELETE_SUFFIX = "-delete"
+# Offsets inside a segment are stored relative to its base offset in 32 bits.
+MAX_RELATIVE_OFFSET = 0xFFFFFFFF
+
+_PARTITION_DIR = re.compile(r"(.+)-(\d+)")
+_SEGMENT_FILE = re.compile(r"\d{20}" + re.escape(LOG_SUFFIX))
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) from a ``<topic>-<partition>`` directory name, else None."""
+    match = _PARTITION_DIR.fullmatch(name)
+    return (match[1], int(match[2])) if match else None
+
+
+def read_topic_id(directory: Path) -> uuid.UUID | None:
+    """The topic id in a partition directory's partition.metadata, None if there is none."""
+    path = directory / PARTITION_METADATA
+    if not path.exists():
+        return None
+    fields = read_key_values(path, ":")
+    try:
+        return decode_uuid(fields["topic_id"])
+    except (KeyError, ValueError):
+        raise InconsistentMetadata(f"unreadable {path}") from None
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _segment_base(segment: LogSegment) -> int:
+    return segment.base_offset
+
+
+class Log:
+    """One partition directory ``<log_dir>/<topic>-<partition>/``.
+
+    On this single broker the log end offset is also the high watermark.
+    The recovery point is the offset below which everything was fsynced; an
+    unclean start CRC-checks the segments from the one holding it on, and
+    ``repairs`` lists what loading had to fix.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        needs_recovery: bool = False,
+        topic_id: uuid.UUID | None = None,
+        now_ms: int | None = None,
+    ) -> None:
+        parsed = parse_partition_dir(directory.name)
+        if parsed is None:
+            raise ValueError(f"{directory.name} is not a <topic>-<partition> directory name")
+        self.directory = directory
+        self.topic, self.partition = parsed
+        self.config = config
+        self.repairs: list[str] = []
+        now_ms = _now_ms() if now_ms is None else now_ms
+        self._last_flush_ms = now_ms
+        self._dir_dirty = False
+        directory.mkdir(parents=True, exist_ok=True)
+        self.topic_id = self._init_topic_id(topic_id)
+        self._segments: list[LogSegment] = []
+        self.recovery_point = recovery_point
+        self._load_segments(needs_recovery, now_ms)
+        if needs_recovery:
+            self.flush(now_ms)  # what recovery kept is now durable
+        self.recovery_point = self.log_end_offset
+
+    # --- opening -----------------------------------------------------------
+
+    def _init_topic_id(self, topic_id: uuid.UUID | None) -> uuid.UUID | None:
+        stored = read_topic_id(self.directory)
+        if stored is None and topic_id is not None:
+            write_key_values(
+                self.directory / PARTITION_METADATA, {"version": "0", "topic_id": encode_uuid(topic_id)}, ": "
+            )
+            return topic_id
+        if topic_id is not None and stored != topic_id:
+            raise InconsistentMetadata(f"{self.name} belongs to topic id {stored}, not {topic_id}")
+        return stored
+
+    def _load_segments(self, needs_recovery: bool, now_ms: int) -> None:
+        bases = sorted(int(p.name[:20]) for p in self.directory.iterdir() if _SEGMENT_FILE.fullmatch(p.name))
+        if not bases:
+            self._segments.append(self._new_segment(0, now_ms))
+            return
+        interval = self.config.index_interval_bytes
+        self._segments = [LogSegment(self.directory, base, interval, now_ms) for base in bases]
+        recover_from = self._segment_index(self.recovery_point) if needs_recovery else len(self._segments)
+        for i, segment in enumerate(self._segments):
+            truncation = segment.recover() if i >= recover_from else self._load_flushed(segment)
+            if truncation is not None:
+                self.repairs.append(str(truncation))
+                # Later segments start after the damage, so they cannot be trusted to follow on.
+                dropped = self._drop_segments_after(i)
+                if dropped:
+                    self.repairs.append(f"deleted {len(dropped)} later segment(s): {', '.join(dropped)}")
+                break
+
+    def _load_flushed(self, segment: LogSegment) -> Truncation | None:
+        try:
+            self.repairs.extend(segment.load())
+            return None
+        except CorruptRecord as exc:
+            self.repairs.append(f"{segment.name} damaged below the recovery point ({exc})")
+            return segment.recover()
+
+    def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        self._dir_dirty = True
+        return LogSegment(self.directory, base_offset, self.config.index_interval_bytes, now_ms, create=True)
+
+    def _drop_segments_after(self, i: int) -> list[str]:
+        dropped = self._segments[i + 1 :]
+        for segment in dropped:
+            segment.delete()
+        del self._segments[i + 1 :]
+        if dropped:
+            self._dir_dirty = True
+        return [segment.name for segment in dropped]
+
+    def _segment_index(self, offset: int) -> int:
+        """Index of the segment that holds ``offset`` (the first one for offsets below the log start)."""
+        return max(bisect_right(self._segments, offset, key=_segment_base) - 1, 0)
+
+    # --- state -------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return partition_dir_name(self.topic, self.partition)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to assign: the offset after the last record of the last batch."""
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def repair_summary(self) -> str | None:
+        """e.g. "orders-0: truncated 37 bytes of 00000000000000000000.log at offset 1200 (CRC32C mismatch)"."""
+        return f"{self.name}: {'; '.join(self.repairs)}" if self.repairs else None
+
+    # --- writing -----------------------------------------------------------
+
+    def append(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> tuple[int, int]:
+        """Assign offsets to validated batches in ``buf`` and store them; returns (first, last) offset.
+
+        ``batches`` are the (position, header) pairs parsed from ``buf``. The
+        base offsets (and for LogAppendTime topics the timestamps) are
+        rewritten in place, then ``buf`` is written with one syscall. An
+        OSError leaves the log as it was and propagates.
+        """
+        if not batches:
+            raise ValueError("nothing to append")
+        first_offset = next_offset = self.log_end_offset
+        stamp = self.config.log_append_time
+        stored = []
+        for position, hdr in batches:
+            if hdr.size > self.config.segment_bytes:
+                raise RecordBatchTooLarge(
+                    f"batch of {hdr.size} bytes exceeds segment.bytes {self.config.segment_bytes} of {self.name}"
+                )
+            set_base_offset(buf, position, next_offset)
+            if stamp:
+                set_log_append_time(buf, position, hdr, now_ms)
+                hdr = hdr._replace(base_offset=next_offset, max_timestamp=now_ms)
+            else:
+                hdr = hdr._replace(base_offset=next_offset)
+            stored.append((position, hdr))
+            next_offset = hdr.next_offset
+        if self._should_roll(len(buf), next_offset - 1, now_ms):
+            self._roll(now_ms)
+        self.active_segment.append(buf, stored)
+        flush_messages = self.config.flush_interval_messages
+        if flush_messages is not None and self.log_end_offset - self.recovery_point >= flush_messages:
+            self.flush(now_ms)
+        return first_offset, next_offset - 1
+
+    def _should_roll(self, size: int, last_offset: int, now_ms: int) -> bool:
+        active = self.active_segment
+        if active.size == 0:
+            return False
+        return (
+            active.size + size > self.config.segment_bytes
+            or now_ms - active.rolling_timestamp() > self.config.segment_ms
+            or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+        )
+
+    def _roll(self, now_ms: int) -> None:
+        self.active_segment.seal()
+        self._segments.append(self._new_segment(self.log_end_offset, now_ms))
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything from the batch holding ``offset`` on; the log end offset becomes its base offset."""
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.log_start_offset:
+            raise OffsetOutOfRange(f"cannot truncate {self.name} to {offset} below its start {self.log_start_offset}")
+        i = self._segment_index(offset)
+        self._drop_segments_after(i)
+        segment = self._segments[i]
+        found = segment.find_position(offset)
+        if found is not None:
+            segment.truncate_to(found[0])
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    # --- reading -----------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+        """Whole stored batches from the one holding ``offset`` (which may start before it).
+
+        The first batch is returned even if it alone exceeds ``max_bytes``;
+        after it, batches stop before the total would exceed ``max_bytes``.
+        No batch whose base offset is >= ``max_offset`` (the high watermark or
+        the last stable offset) is returned. A read never spans two segments.
+        """
+        if not self.log_start_offset <= offset <= self.log_end_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] of {self.name}"
+            )
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        for segment in self._segments[self._segment_index(offset) :]:
+            found = segment.find_position(offset)
+            if found is None:
+                continue
+            position, hdr = found
+            if hdr.base_offset >= limit:
+                return b""
+            return segment.read(position, max_bytes, self._end_position(segment, limit))
+        return b""
+
+    @staticmethod
+    def _end_position(segment: LogSegment, limit: int) -> int:
+        """File position where the first batch with base offset >= ``limit`` starts."""
+        found = segment.find_position(limit)
+        if found is None:
+            return segment.size
+        position, hdr = found
+        return position if hdr.base_offset >= limit else position + hdr.size
+
+    def batches(self, from_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Every stored batch from the one holding ``from_offset`` on, with its bytes."""
+        for segment in self._segments[self._segment_index(from_offset) :]:
+            found = segment.find_position(from_offset)
+            if found is not None:
+                yield from segment.batches(found[0])
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with a timestamp >= ``timestamp`` (ListOffsets)."""
+        for segment in self._segments:
+            found = segment.find_timestamp(timestamp)
+            if found is not None:
+                return self._first_record_at_or_after(segment, *found, timestamp)
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp; None for an empty log."""
+        if self.log_end_offset == self.log_start_offset:
+            return None
+        segment = max(self._segments, key=lambda s: s.max_timestamp)
+        found = segment.find_position(segment.offset_of_max_timestamp)
+        if found is None:
+            return None
+        return self._first_record_at_or_after(segment, *found, segment.max_timestamp)
+
+    @staticmethod
+    def _first_record_at_or_after(
+        segment: LogSegment, position: int, hdr: BatchHeader, timestamp: int
+    ) -> tuple[int, int]:
+        """Narrow a batch down to its first record at or after ``timestamp``.
+
+        Compressed batches are not decoded here, and LogAppendTime batches give
+        every record the batch's time, so both answer with the batch's base
+        offset and max timestamp.
+        """
+        if not (hdr.compression or hdr.attributes & TIMESTAMP_TYPE_BIT):
+            try:
+                for record in iter_records(segment.read(position, hdr.size, position + hdr.size)):
+                    if record.timestamp >= timestamp:
+                        return record.offset, record.timestamp
+            except CorruptRecord:
+                pass  # the batch's CRC held but its records do not parse; answer for the batch
+        return hdr.base_offset, hdr.max_timestamp
+
+    # --- durability and lifecycle -------------------------------------------
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync everything after the recovery point and move the recovery point to the log end."""
+        if self.recovery_point < self.log_end_offset:
+            for segment in self._segments[self._segment_index(self.recovery_point) :]:
+                segment.flush()
+        if self._dir_dirty:
+            fsync_dir(self.directory)
+            self._dir_dirty = False
+        self.recovery_point = self.log_end_offset
+        self._last_flush_ms = _now_ms() if now_ms is None else now_ms
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """Flush if flush.ms has passed since the last flush and there is unflushed data."""
+        interval = self.config.flush_interval_ms
+        if interval is None or self.recovery_point >= self.log_end_offset or now_ms - self._last_flush_ms < interval:
+            return False
+        self.flush(now_ms)
+        return True
+
+    def close(self) -> None:
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Close the log and remove its directory (renamed first, so a crash leaves no half-deleted log)."""
+        for segment in self._segments:
+            segment.close()
+        doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        self.directory.rename(doomed)
+        fsync_dir(self.directory.parent)
+        shutil.rmtree(doomed)

@@ -1,0 +1,243 @@
+"""All partition logs of one log directory, the topic catalog and the directory's metadata files."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import types
+import uuid
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from storage.catalog import TopicMetadata, collision_key, load_catalog, save_catalog, validate_topic_name
+from storage.checkpoint import MalformedCheckpoint, read_offset_checkpoint, write_offset_checkpoint
+from storage.config import LogConfig
+from storage.errors import (
+    InconsistentMetadata,
+    InvalidPartitions,
+    InvalidTopic,
+    TopicExists,
+    UnknownTopic,
+)
+from storage.files import atomic_write, encode_uuid, fsync_dir, random_uuid, read_key_values, write_key_values
+from storage.log import DELETE_SUFFIX, Log, parse_partition_dir, partition_dir_name, read_topic_id
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+CATALOG_FILE = "topics.json"
+META_PROPERTIES = "meta.properties"
+STRAY_SUFFIX = "-stray"
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    """Owns ``log_dir``: loads and recovers its logs, creates and deletes topics, flushes.
+
+    The clean-shutdown marker exists only between a clean ``close`` and the
+    next ``load``; without it every log is recovered from its checkpointed
+    recovery point on.
+    """
+
+    def __init__(self, log_dir: Path, default_config: LogConfig, *, node_id: int = 1) -> None:
+        self.log_dir = Path(log_dir)
+        self.default_config = default_config
+        self.node_id = node_id
+        self.cluster_id = ""
+        self._topics: dict[str, TopicMetadata] = {}
+        self._topic_ids: dict[uuid.UUID, TopicMetadata] = {}
+        self._logs: dict[TopicPartition, Log] = {}
+        self._checkpointed: dict[TopicPartition, int] = {}
+
+    # --- loading -----------------------------------------------------------
+
+    def load(self) -> list[str]:
+        """Open every partition log, recovering after an unclean shutdown; returns what was repaired."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._load_meta_properties()
+        marker = self.log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        repairs: list[str] = []
+        recovery_points = {} if clean else self._read_recovery_points(repairs)
+        self._set_topics(load_catalog(self.log_dir / CATALOG_FILE))
+        for child in sorted(self.log_dir.iterdir()):
+            if child.is_dir():
+                self._load_partition_dir(child, clean, recovery_points, repairs)
+        for topic in self._topics.values():
+            missing = [p for p in range(topic.num_partitions) if (topic.name, p) not in self._logs]
+            if missing:
+                self._create_logs(topic, missing)
+                repairs.append(f"{topic.name}: created missing partition directories {missing}")
+        self._write_checkpoint()
+        if clean:
+            marker.unlink()
+            fsync_dir(self.log_dir)
+        return repairs
+
+    def _load_meta_properties(self) -> None:
+        path = self.log_dir / META_PROPERTIES
+        if not path.exists():
+            self.cluster_id = encode_uuid(random_uuid())
+            write_key_values(
+                path, {"version": "1", "node.id": str(self.node_id), "cluster.id": self.cluster_id}, "="
+            )
+            return
+        properties = read_key_values(path, "=")
+        if properties.get("node.id") != str(self.node_id):
+            raise InconsistentMetadata(
+                f"{path} is for node.id {properties.get('node.id')}, this broker is node.id {self.node_id}"
+            )
+        if not properties.get("cluster.id"):
+            raise InconsistentMetadata(f"{path} has no cluster.id")
+        self.cluster_id = properties["cluster.id"]
+
+    def _read_recovery_points(self, repairs: list[str]) -> dict[TopicPartition, int]:
+        try:
+            return read_offset_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT)
+        except MalformedCheckpoint as exc:
+            repairs.append(f"ignored {RECOVERY_POINT_CHECKPOINT} ({exc}); recovering every segment")
+            return {}
+
+    def _load_partition_dir(
+        self, directory: Path, clean: bool, recovery_points: dict[TopicPartition, int], repairs: list[str]
+    ) -> None:
+        if directory.name.endswith(DELETE_SUFFIX):
+            shutil.rmtree(directory)  # a topic deletion that a crash interrupted
+            return
+        key = parse_partition_dir(directory.name)
+        if key is None:
+            return
+        topic = self._topics.get(key[0])
+        if topic is None or key[1] >= topic.num_partitions:
+            repairs.append(self._set_aside(directory, "not in the topic catalog"))
+            return
+        if read_topic_id(directory) not in (None, topic.topic_id):
+            repairs.append(self._set_aside(directory, "left over from an earlier topic of the same name"))
+            return
+        log = Log(
+            directory,
+            self.config_for(topic),
+            recovery_point=recovery_points.get(key, 0),
+            needs_recovery=not clean,
+            topic_id=topic.topic_id,
+        )
+        self._logs[key] = log
+        if log.repair_summary:
+            repairs.append(log.repair_summary)
+
+    def _set_aside(self, directory: Path, reason: str) -> str:
+        """Rename a partition directory the catalog does not know, keeping its data for an operator."""
+        stray = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{STRAY_SUFFIX}")
+        directory.rename(stray)
+        return f"{directory.name}: {reason}; moved to {stray.name}"
+
+    # --- topics ------------------------------------------------------------
+
+    @property
+    def topics(self) -> Mapping[str, TopicMetadata]:
+        return types.MappingProxyType(self._topics)
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return self._topic_ids.get(topic_id)
+
+    def config_for(self, topic: TopicMetadata) -> LogConfig:
+        return self.default_config.with_topic_configs(topic.configs)
+
+    def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str] | None = None) -> TopicMetadata:
+        validate_topic_name(name)
+        if name in self._topics:
+            raise TopicExists(f"topic {name!r} already exists")
+        clash = next((t for t in self._topics if collision_key(t) == collision_key(name)), None)
+        if clash is not None:
+            raise InvalidTopic(f"topic {name!r} collides with existing topic {clash!r} ('.' and '_' clash)")
+        if num_partitions < 1:
+            raise InvalidPartitions(f"number of partitions must be at least 1, got {num_partitions}")
+        configs = dict(configs or {})
+        self.default_config.with_topic_configs(configs)  # raises InvalidConfig before anything is written
+        topic_id = random_uuid()
+        while topic_id in self._topic_ids:
+            topic_id = random_uuid()
+        topic = TopicMetadata(name, topic_id, num_partitions, configs)
+        self._save_topics({**self._topics, name: topic})
+        self._create_logs(topic, range(num_partitions))
+        return topic
+
+    def delete_topic(self, name: str) -> TopicMetadata:
+        topic = self._require(name)
+        self._save_topics({n: t for n, t in self._topics.items() if n != name})
+        for partition in range(topic.num_partitions):
+            log = self._logs.pop((name, partition), None)
+            if log is not None:
+                log.delete()
+        return topic
+
+    def add_partitions(self, name: str, total: int) -> TopicMetadata:
+        """Grow a topic to ``total`` partitions (Kafka can only add, never remove)."""
+        topic = self._require(name)
+        if total <= topic.num_partitions:
+            raise InvalidPartitions(
+                f"topic {name!r} has {topic.num_partitions} partitions; the new count must be larger, got {total}"
+            )
+        grown = dataclasses.replace(topic, num_partitions=total)
+        self._save_topics({**self._topics, name: grown})
+        self._create_logs(grown, range(topic.num_partitions, total))
+        return grown
+
+    def _require(self, name: str) -> TopicMetadata:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        return topic
+
+    def _save_topics(self, topics: dict[str, TopicMetadata]) -> None:
+        """Persist first, then switch, so a failed write leaves the catalog as it was."""
+        save_catalog(self.log_dir / CATALOG_FILE, topics)
+        self._set_topics(topics)
+
+    def _set_topics(self, topics: dict[str, TopicMetadata]) -> None:
+        self._topics = topics
+        self._topic_ids = {topic.topic_id: topic for topic in topics.values()}
+
+    def _create_logs(self, topic: TopicMetadata, partitions: Iterable[int]) -> None:
+        config = self.config_for(topic)
+        for partition in partitions:
+            directory = self.log_dir / partition_dir_name(topic.name, partition)
+            self._logs[(topic.name, partition)] = Log(directory, config, topic_id=topic.topic_id)
+        fsync_dir(self.log_dir)
+
+    # --- logs --------------------------------------------------------------
+
+    def log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    @property
+    def logs(self) -> Mapping[TopicPartition, Log]:
+        return types.MappingProxyType(self._logs)
+
+    def flush_if_due(self, now_ms: int) -> None:
+        """Apply every log's flush.ms; checkpoint recovery points that moved (also by flush.messages)."""
+        for log in self._logs.values():
+            log.flush_if_due(now_ms)
+        self._write_checkpoint()
+
+    def flush_all(self) -> None:
+        for log in self._logs.values():
+            log.flush()
+        self._write_checkpoint()
+
+    def _write_checkpoint(self) -> None:
+        points = {key: log.recovery_point for key, log in self._logs.items()}
+        if points != self._checkpointed:
+            write_offset_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT, points)
+            self._checkpointed = points
+
+    def close(self) -> None:
+        """Flush and close every log, then mark the directory as cleanly shut down."""
+        for log in self._logs.values():
+            log.close()
+        self._write_checkpoint()
+        self._logs.clear()
+        atomic_write(self.log_dir / CLEAN_SHUTDOWN_FILE, b"")

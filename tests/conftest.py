@@ -1,0 +1,355 @@
+"""Shared pytest fixtures: run a real Moldau broker as a subprocess.
+
+The broker is started exactly as an operator would start it::
+
+    python -m broker serve --override listeners=PLAINTEXT://127.0.0.1:<port> \
+        --override log.dirs=<tmpdir> [--override name=value ...]
+
+with the repository root as the working directory, in its own process group,
+its stderr captured to a file so tests can assert on log lines.
+
+Fixtures
+--------
+``start_broker(**overrides)``
+    factory; keyword names use ``_`` for ``.`` (``num_partitions=3`` means
+    ``num.partitions=3``), or pass a dict positionally for names that are not
+    identifiers. A value containing ``{port}`` is formatted with the broker's
+    port. Every broker it starts is killed at teardown.
+``broker``
+    one broker with default config and a fresh data directory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
+
+# `helpers` (tests/helpers) and the project packages (protocol.records for the
+# durability tests) must import however pytest was launched.
+for _p in (str(TESTS_DIR), str(REPO_ROOT)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+READY_TIMEOUT = float(os.environ.get("MOLDAU_TEST_READY_TIMEOUT", "20"))
+STOP_TIMEOUT = 20.0
+DEFAULT_INTEGRATION_TIMEOUT = 180  # seconds, for tests without their own timeout marker
+
+_LIVE: set["BrokerProcess"] = set()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_accepts(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+class BrokerProcess:
+    """One broker subprocess; restartable on the same port and data dir."""
+
+    def __init__(self, workdir: Path, overrides: dict[str, object] | None = None, port: int | None = None):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = self.workdir / "data"
+        self.data_dir.mkdir(exist_ok=True)
+        self.log_path = self.workdir / "broker.stderr.log"
+        self.stdout_path = self.workdir / "broker.stdout.log"
+        self.port = port if port is not None else free_port()
+        self.overrides = {k: v for k, v in (overrides or {}).items()}
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        self.returncodes: list[int] = []
+        self._log_start_offset = 0  # byte offset of the current run's first log byte
+
+    # -- addresses -------------------------------------------------------
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    # -- command line ----------------------------------------------------
+    def command(self) -> list[str]:
+        cfg: dict[str, object] = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.data_dir),
+        }
+        cfg.update(self.overrides)
+        cmd = [sys.executable, "-m", "broker", "serve"]
+        for name, value in cfg.items():
+            value = str(value)
+            if "{port}" in value:
+                value = value.replace("{port}", str(self.port))
+            cmd += ["--override", f"{name}={value}"]
+        return cmd
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self, timeout: float = READY_TIMEOUT) -> "BrokerProcess":
+        if self.alive():
+            raise RuntimeError("broker already running")
+        self._log_start_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("PYTHONFAULTHANDLER", "1")
+        with open(self.log_path, "ab") as err, open(self.stdout_path, "ab") as out:
+            header = f"\n===== test harness: start #{self.starts + 1}: {' '.join(self.command())}\n"
+            err.write(header.encode())
+            err.flush()
+            self._log_start_offset += len(header.encode())
+            self.proc = subprocess.Popen(
+                self.command(),
+                cwd=str(REPO_ROOT),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=env,
+                start_new_session=True,  # own process group: killpg reaches any children
+            )
+        self.starts += 1
+        _LIVE.add(self)
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.alive():
+                rc = self.proc.returncode if self.proc else None
+                raise BrokerStartError(
+                    f"broker exited with code {rc} before accepting connections on port {self.port}\n"
+                    f"--- stderr tail ---\n{self.log_tail()}"
+                )
+            if port_accepts(self.port):
+                return
+            if time.monotonic() > deadline:
+                tail = self.log_tail()
+                self.kill()
+                raise BrokerStartError(
+                    f"broker did not accept connections on port {self.port} within {timeout:.0f}s\n"
+                    f"--- stderr tail ---\n{tail}"
+                )
+            time.sleep(0.1)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int:
+        """SIGTERM (clean shutdown) and wait; returns the exit code.
+
+        Raises AssertionError if the broker ignores SIGTERM for ``timeout``
+        seconds (it is then SIGKILLed so nothing leaks).
+        """
+        if self.proc is None:
+            raise RuntimeError("broker never started")
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._killpg()
+                self.proc.wait(10)
+                self._finished()
+                raise AssertionError(
+                    f"broker did not exit within {timeout:.0f}s of SIGTERM\n--- stderr tail ---\n{self.log_tail()}"
+                )
+        self._killpg()  # reap stray children, if any
+        return self._finished()
+
+    def kill(self) -> int:
+        """SIGKILL the whole process group (a crash) and wait."""
+        if self.proc is None:
+            raise RuntimeError("broker never started")
+        self._killpg()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - kernel would have to misbehave
+            pass
+        return self._finished()
+
+    def restart(self, timeout: float = READY_TIMEOUT) -> "BrokerProcess":
+        """Start again on the same port and data dir (stopping cleanly first if still running)."""
+        if self.alive():
+            self.stop()
+        return self.start(timeout)
+
+    def _killpg(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _finished(self) -> int:
+        rc = self.proc.returncode
+        if len(self.returncodes) < self.starts:  # one exit code per run
+            self.returncodes.append(rc)
+        _LIVE.discard(self)
+        return rc
+
+    def cleanup(self) -> None:
+        if self.proc is not None:
+            self._killpg()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                pass
+        _LIVE.discard(self)
+
+    # -- logs ------------------------------------------------------------
+    def log_text(self) -> str:
+        """Everything the broker wrote to stderr, across all starts."""
+        if not self.log_path.exists():
+            return ""
+        return self.log_path.read_bytes().decode("utf-8", "replace")
+
+    def log_offset(self) -> int:
+        """Current size of the stderr log, for ``log_since``."""
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def log_since(self, offset: int) -> str:
+        if not self.log_path.exists():
+            return ""
+        with open(self.log_path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode("utf-8", "replace")
+
+    def log_since_start(self) -> str:
+        """stderr of the current (latest) run only."""
+        return self.log_since(self._log_start_offset)
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def wait_for_log(self, pattern: str | re.Pattern, timeout: float = 10.0, since: int = 0, flags: int = 0) -> str:
+        """Wait until a log line (after byte ``since``) matches ``pattern``; returns that line."""
+        rx = re.compile(pattern, flags) if isinstance(pattern, str) else pattern
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self.log_since(since).splitlines():
+                if rx.search(line):
+                    return line
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"no broker log line matching {rx.pattern!r} within {timeout}s\n"
+                    f"--- stderr since offset {since} (tail) ---\n"
+                    + "\n".join(self.log_since(since).splitlines()[-60:])
+                )
+            time.sleep(0.1)
+
+    # -- files -----------------------------------------------------------
+    def partition_dir(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def segment_files(self, topic: str, partition: int) -> list[Path]:
+        return sorted(self.partition_dir(topic, partition).glob("*.log"))
+
+    def __repr__(self) -> str:
+        return f"<BrokerProcess {self.bootstrap} pid={self.pid} data={self.data_dir}>"
+
+
+def _normalize_overrides(positional: tuple[dict, ...], kwargs: dict) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for d in positional:
+        out.update(d)
+    for k, v in kwargs.items():
+        out[k.replace("_", ".")] = v
+    return out
+
+
+@atexit.register
+def _kill_leftover_brokers() -> None:  # safety net if teardown never ran
+    for b in list(_LIVE):
+        b.cleanup()
+
+
+# --------------------------------------------------------------------------
+# pytest wiring
+# --------------------------------------------------------------------------
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long-running test (large message volumes)")
+    config.addinivalue_line("markers", "integration: starts a real broker subprocess")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.integration)
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(DEFAULT_INTEGRATION_TIMEOUT))
+
+
+_REPORT_KEY = pytest.StashKey[dict]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    item.stash.setdefault(_REPORT_KEY, {})[rep.when] = rep
+    return rep
+
+
+@pytest.fixture
+def start_broker(request, tmp_path_factory):
+    """Factory: ``start_broker(num_partitions=3)`` or ``start_broker({"log.segment.bytes": 1<<20})``."""
+    started: list[BrokerProcess] = []
+
+    def _start(*positional: dict, autostart: bool = True, **kwargs) -> BrokerProcess:
+        workdir = tmp_path_factory.mktemp("broker")
+        b = BrokerProcess(workdir, _normalize_overrides(positional, kwargs))
+        started.append(b)
+        if autostart:
+            try:
+                b.start()
+            except BrokerStartError as exc:
+                pytest.fail(str(exc), pytrace=False)
+        return b
+
+    yield _start
+
+    reports = request.node.stash.get(_REPORT_KEY, {})
+    failed = any(r.failed for r in reports.values())
+    for b in started:
+        if failed:
+            sys.stderr.write(f"\n----- {b!r} stderr tail (test failed) -----\n{b.log_tail(80)}\n")
+        b.cleanup()
+
+
+@pytest.fixture
+def broker(start_broker) -> BrokerProcess:
+    """A broker with default config and a fresh data directory."""
+    return start_broker()

@@ -1,0 +1,101 @@
+"""Raw Kafka wire frames for tests that must talk below any client library."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+API_VERSIONS = 18
+
+
+def request_header_v1(api_key: int, api_version: int, correlation_id: int, client_id: str | None = "moldau-test") -> bytes:
+    if client_id is None:
+        cid = struct.pack(">h", -1)
+    else:
+        raw = client_id.encode()
+        cid = struct.pack(">h", len(raw)) + raw
+    return struct.pack(">hhi", api_key, api_version, correlation_id) + cid
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def api_versions_v0(correlation_id: int) -> bytes:
+    """A complete ApiVersions v0 request (empty body), framed."""
+    return frame(request_header_v1(API_VERSIONS, 0, correlation_id))
+
+
+def connect(port: int, timeout: float = 5.0) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.settimeout(timeout)
+    return s
+
+
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_frame(s: socket.socket) -> bytes:
+    (size,) = struct.unpack(">i", recv_exact(s, 4))
+    assert 0 <= size < 64 << 20, f"implausible response size {size}"
+    return recv_exact(s, size)
+
+
+def parse_api_versions_v0(resp: bytes) -> tuple[int, int, dict[int, tuple[int, int]]]:
+    """(correlation_id, error_code, {api_key: (min, max)}) of an ApiVersions v0 response."""
+    corr, err, n = struct.unpack_from(">ihi", resp, 0)
+    pos = 10
+    apis = {}
+    for _ in range(n):
+        k, lo, hi = struct.unpack_from(">hhh", resp, pos)
+        pos += 6
+        apis[k] = (lo, hi)
+    return corr, err, apis
+
+
+def api_versions_roundtrip(s: socket.socket, correlation_id: int) -> dict[int, tuple[int, int]]:
+    s.sendall(api_versions_v0(correlation_id))
+    corr, err, apis = parse_api_versions_v0(recv_frame(s))
+    assert corr == correlation_id, f"ApiVersions correlation id {corr} != {correlation_id}"
+    assert err == 0, f"ApiVersions v0 error code {err}"
+    return apis
+
+
+def wait_closed(s: socket.socket, timeout: float = 5.0) -> tuple[bool, bytes]:
+    """Read until the peer closes; (closed within timeout?, bytes received meanwhile).
+
+    A reset counts as closed. Received bytes (an error response before the
+    close, say) are returned for diagnostics.
+    """
+    deadline = time.monotonic() + timeout
+    got = bytearray()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False, bytes(got)
+        s.settimeout(left)
+        try:
+            chunk = s.recv(65536)
+        except socket.timeout:
+            return False, bytes(got)
+        except (ConnectionResetError, BrokenPipeError):
+            return True, bytes(got)
+        if not chunk:
+            return True, bytes(got)
+        got += chunk
+
+
+def send_ignoring_reset(s: socket.socket, data: bytes) -> None:
+    """sendall, tolerating the broker closing the socket while we are still sending."""
+    try:
+        s.sendall(data)
+    except (ConnectionResetError, BrokenPipeError):
+        pass

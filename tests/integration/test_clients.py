@@ -1,0 +1,423 @@
+"""Real Kafka clients against a real Moldau broker process.
+
+confluent-kafka (librdkafka), kafka-python, aiokafka and kcat each do a round
+trip; AdminClient manages topics; ListOffsets is checked through watermarks
+and offsets_for_times. Every check compares what a client got back with what
+was sent, byte for byte, at the offset the broker acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import NewPartitions, NewTopic
+
+from helpers.kafka import (
+    admin,
+    compare,
+    consumer,
+    create_topic,
+    index_by_offset,
+    make_messages,
+    produce_all,
+    produce_one,
+    producer,
+    read_partitions,
+    topic_partitions,
+    wait_topic,
+    watermarks,
+)
+
+N_MESSAGES = 100_000
+
+
+# ---------------------------------------------------------------------------
+# confluent-kafka
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
+def test_confluent_100k_roundtrip(start_broker, compression):
+    b = start_broker()
+    topic = f"bulk-{compression}"
+    create_topic(b.bootstrap, topic, partitions=3)
+    msgs = make_messages(N_MESSAGES, 3, seed=11)
+    counts = Counter(m.partition for m in msgs)
+
+    t0 = time.monotonic()
+    res = produce_all(b.bootstrap, topic, msgs, compression_type=compression)
+    t_produce = time.monotonic() - t0
+    by_offset = index_by_offset(msgs, res)
+
+    t0 = time.monotonic()
+    got, marks = read_partitions(b.bootstrap, topic, [0, 1, 2], timeout=90)
+    t_consume = time.monotonic() - t0
+    for p in range(3):
+        assert marks[p] == (0, counts[p]), f"{topic}[{p}] watermarks {marks[p]}, expected (0, {counts[p]})"
+    compare(topic, got, by_offset, counts)
+    print(f"{compression}: produced {N_MESSAGES} in {t_produce:.1f}s, consumed in {t_consume:.1f}s")
+
+
+def test_confluent_default_partitioner_and_null_fields(broker):
+    """Keyed messages without an explicit partition land by key hash; null key/value and headers survive."""
+    topic = "keyed"
+    create_topic(broker.bootstrap, topic, partitions=4)
+    p, errors = producer(broker.bootstrap)
+    sent = {}
+    acks: list = []
+    for i in range(400):
+        key = b"user-%d" % (i % 37)
+        value = None if i % 50 == 0 else b"v%d" % i
+        p.produce(topic, key=key, value=value, headers=[("i", b"%d" % i)], on_delivery=lambda e, m: acks.append((e, m.partition(), m.offset(), m.key(), m.value())))
+    p.produce(topic, key=None, value=b"no key", partition=2, on_delivery=lambda e, m: acks.append((e, m.partition(), m.offset(), m.key(), m.value())))
+    assert p.flush(30) == 0, f"flush incomplete; client errors {errors[:5]}"
+    assert len(acks) == 401 and all(a[0] is None for a in acks), [a for a in acks if a[0] is not None][:5]
+    key_partition = {}
+    for _, part, off, key, value in acks:
+        if key is not None:
+            assert key_partition.setdefault(key, part) == part, f"key {key!r} went to two partitions"
+        sent[(part, off)] = (key, value)
+    got, marks = read_partitions(broker.bootstrap, topic, [0, 1, 2, 3])
+    seen = {}
+    for part, rows in got.items():
+        assert marks[part][1] == sum(1 for (pp, _) in sent if pp == part)
+        for off, key, value, headers, ts in rows:
+            seen[(part, off)] = (key, value)
+    assert seen == sent
+
+
+# ---------------------------------------------------------------------------
+# kafka-python
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+def test_kafka_python_roundtrip(start_broker, idempotent):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
+
+    b = start_broker(num_partitions=2)  # topic is auto-created by the producer's metadata request
+    topic = "kafka-python"
+    msgs = make_messages(3000, 2, seed=21)
+    prod = KafkaProducer(
+        bootstrap_servers=b.bootstrap,
+        acks="all",
+        enable_idempotence=idempotent,
+        linger_ms=5,
+        request_timeout_ms=15000,
+        max_block_ms=20000,
+    )
+    try:
+        assert prod.partitions_for(topic) == {0, 1}, "auto-created topic should have num.partitions=2 partitions"
+        futs = [
+            prod.send(
+                topic,
+                key=m.key,
+                value=m.value,
+                partition=m.partition,
+                timestamp_ms=m.timestamp,
+                headers=list(m.headers) if m.headers else None,
+            )
+            for m in msgs
+        ]
+        prod.flush(timeout=30)
+        metas = [f.get(timeout=30) for f in futs]
+    finally:
+        prod.close(timeout=10)
+
+    by_offset = {}
+    for m, md in zip(msgs, metas):
+        assert md.partition == m.partition
+        assert (md.partition, md.offset) not in by_offset, f"offset {md.partition}/{md.offset} acknowledged twice"
+        by_offset[(md.partition, md.offset)] = m
+    counts = Counter(m.partition for m in msgs)
+
+    cons = KafkaConsumer(
+        bootstrap_servers=b.bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="none",
+        request_timeout_ms=15000,
+    )
+    try:
+        tps = [KTP(topic, p) for p in (0, 1)]
+        cons.assign(tps)
+        cons.seek_to_beginning()
+        ends = cons.end_offsets(tps)
+        assert {tp.partition: off for tp, off in ends.items()} == dict(counts)
+        got = {0: [], 1: []}
+        deadline = time.monotonic() + 60
+        while any(len(got[p]) < counts[p] for p in got):
+            assert time.monotonic() < deadline, f"kafka-python consumer timed out: got {[len(v) for v in got.values()]} of {dict(counts)}"
+            for tp, records in cons.poll(timeout_ms=500, max_records=2000).items():
+                for r in records:
+                    got[tp.partition].append(r)
+    finally:
+        cons.close()
+
+    for p, n in counts.items():
+        assert [r.offset for r in got[p]] == list(range(n)), f"partition {p}: offsets not contiguous"
+        for r in got[p]:
+            m = by_offset[(p, r.offset)]
+            want_headers = list(m.headers) if m.headers else []
+            assert (r.key, r.value, list(r.headers or []), r.timestamp, r.timestamp_type) == (
+                m.key,
+                m.value,
+                want_headers,
+                m.timestamp,
+                0,
+            ), f"partition {p} offset {r.offset} differs from message {m.seq}"
+
+
+# ---------------------------------------------------------------------------
+# aiokafka
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("compression", [None, "gzip"], ids=["none", "gzip"])
+def test_aiokafka_roundtrip(broker, compression):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as ATP
+
+    topic = "aiokafka"
+    create_topic(broker.bootstrap, topic, partitions=2)
+    msgs = make_messages(3000, 2, seed=31)
+
+    async def run():
+        prod = AIOKafkaProducer(
+            bootstrap_servers=broker.bootstrap, acks="all", compression_type=compression, linger_ms=5, request_timeout_ms=15000
+        )
+        await prod.start()
+        try:
+            futs = [
+                await prod.send(
+                    topic,
+                    key=m.key,
+                    value=m.value,
+                    partition=m.partition,
+                    timestamp_ms=m.timestamp,
+                    headers=list(m.headers) if m.headers else None,
+                )
+                for m in msgs
+            ]
+            await prod.flush()
+            metas = [await f for f in futs]
+        finally:
+            await prod.stop()
+
+        cons = AIOKafkaConsumer(
+            bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="none",
+            request_timeout_ms=15000,
+        )
+        await cons.start()
+        try:
+            tps = [ATP(topic, 0), ATP(topic, 1)]
+            cons.assign(tps)
+            await cons.seek_to_beginning(*tps)
+            ends = await cons.end_offsets(tps)
+            got = {0: [], 1: []}
+            while any(len(got[tp.partition]) < ends[tp] for tp in tps):
+                batch = await cons.getmany(*tps, timeout_ms=500, max_records=2000)
+                for tp, records in batch.items():
+                    got[tp.partition].extend(records)
+            return metas, {tp.partition: off for tp, off in ends.items()}, got
+        finally:
+            await cons.stop()
+
+    metas, ends, got = asyncio.run(asyncio.wait_for(run(), 60))
+
+    counts = Counter(m.partition for m in msgs)
+    assert ends == dict(counts)
+    by_offset = {}
+    for m, md in zip(msgs, metas):
+        assert md.partition == m.partition
+        by_offset[(md.partition, md.offset)] = m
+    assert len(by_offset) == len(msgs), "some offsets were acknowledged twice"
+    for p, n in counts.items():
+        assert [r.offset for r in got[p]] == list(range(n)), f"partition {p}: offsets not contiguous"
+        for r in got[p]:
+            m = by_offset[(p, r.offset)]
+            want_headers = list(m.headers) if m.headers else []
+            assert (r.key, r.value, list(r.headers or ()), r.timestamp) == (m.key, m.value, want_headers, m.timestamp), (
+                f"partition {p} offset {r.offset} differs from message {m.seq}"
+            )
+
+
+# ---------------------------------------------------------------------------
+# kcat
+# ---------------------------------------------------------------------------
+
+needs_kcat = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed (apt-get install kcat)")
+
+
+def kcat(*args: str, input: bytes | None = None, timeout: float = 30) -> str:
+    cmd = ["kcat", "-X", "broker.address.family=v4", *args]
+    r = subprocess.run(cmd, input=input, capture_output=True, timeout=timeout)
+    assert r.returncode == 0, f"{' '.join(cmd)} exited {r.returncode}\nstdout: {r.stdout[-2000:]!r}\nstderr: {r.stderr[-2000:]!r}"
+    return r.stdout.decode()
+
+
+@needs_kcat
+@pytest.mark.timeout(60)
+def test_kcat_metadata_and_roundtrip(broker):
+    topic = "kcat-topic"
+    create_topic(broker.bootstrap, topic, partitions=3)
+
+    text = kcat("-b", broker.bootstrap, "-L", "-t", topic)
+    assert f'topic "{topic}" with 3 partitions' in text, text
+
+    md = json.loads(kcat("-b", broker.bootstrap, "-L", "-J"))
+    assert [(br["id"], br["name"]) for br in md["brokers"]] == [(1, broker.bootstrap)], md["brokers"]
+    topics = {t["topic"]: t for t in md["topics"]}
+    assert topic in topics, f"{topic} missing from kcat -L -J: {list(topics)}"
+    parts = sorted(p["partition"] for p in topics[topic]["partitions"])
+    assert parts == [0, 1, 2]
+    assert all(p["leader"] == 1 for p in topics[topic]["partitions"]), topics[topic]
+
+    lines = [f"k{i}:value number {i}" for i in range(50)]
+    kcat("-b", broker.bootstrap, "-P", "-t", topic, "-p", "1", "-K:", input=("\n".join(lines) + "\n").encode())
+    out = kcat("-b", broker.bootstrap, "-C", "-t", topic, "-p", "1", "-o", "beginning", "-e", "-f", "%o|%k|%s\n")
+    assert out.splitlines() == [f"{i}|k{i}|value number {i}" for i in range(50)]
+
+
+@needs_kcat
+@pytest.mark.timeout(60)
+def test_advertised_listener_and_node_id_in_metadata(start_broker):
+    b = start_broker(advertised_listeners="PLAINTEXT://localhost:{port}", node_id=7)
+    create_topic(b.bootstrap, "adv", partitions=2)
+    md = json.loads(kcat("-b", b.bootstrap, "-L", "-J", "-t", "adv"))
+    assert [(br["id"], br["name"]) for br in md["brokers"]] == [(7, f"localhost:{b.port}")], md["brokers"]
+    (t,) = md["topics"]
+    assert sorted((p["partition"], p["leader"]) for p in t["partitions"]) == [(0, 7), (1, 7)]
+
+
+# ---------------------------------------------------------------------------
+# AdminClient
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_admin_create_list_grow_delete(broker):
+    a = admin(broker.bootstrap)
+    md = a.list_topics(timeout=10)
+    assert [(bm.id, bm.host, bm.port) for bm in md.brokers.values()] == [(1, "127.0.0.1", broker.port)]
+
+    futs = a.create_topics(
+        [NewTopic("alpha", num_partitions=2, replication_factor=1), NewTopic("beta", num_partitions=1, replication_factor=1)],
+        operation_timeout=20,
+    )
+    for name, f in futs.items():
+        f.result(20)
+    wait_topic(a, "alpha", 2)
+    wait_topic(a, "beta", 1)
+    parts = topic_partitions(a, "alpha")
+    assert sorted(parts) == [0, 1]
+    assert all(pm.leader == 1 and list(pm.replicas) == [1] and list(pm.isrs) == [1] for pm in parts.values())
+
+    # creating it again is an error, and leaves the topic alone
+    with pytest.raises(KafkaException) as ei:
+        a.create_topics([NewTopic("alpha", num_partitions=5, replication_factor=1)])["alpha"].result(20)
+    assert ei.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS, ei.value
+    assert len(topic_partitions(a, "alpha")) == 2
+
+    p, _ = producer(broker.bootstrap)
+    assert produce_one(p, "beta", 0, b"k", b"kept") == 0
+
+    # grow alpha from 2 to 5 partitions; the new ones are usable
+    a.create_partitions([NewPartitions("alpha", 5)], operation_timeout=20)["alpha"].result(20)
+    wait_topic(a, "alpha", 5)
+    assert produce_one(p, "alpha", 4, b"k4", b"in a new partition") == 0
+    got, marks = read_partitions(broker.bootstrap, "alpha", [4])
+    assert marks[4] == (0, 1)
+    assert [(g[0], g[1], g[2]) for g in got[4]] == [(0, b"k4", b"in a new partition")]
+
+    # shrinking is refused
+    with pytest.raises(KafkaException):
+        a.create_partitions([NewPartitions("alpha", 3)])["alpha"].result(20)
+    assert len(topic_partitions(a, "alpha")) == 5
+
+    # delete alpha; beta and its data stay
+    a.delete_topics(["alpha"], operation_timeout=20)["alpha"].result(20)
+    deadline = time.monotonic() + 15
+    while topic_partitions(a, "alpha") is not None:
+        assert time.monotonic() < deadline, "alpha still listed 15s after DeleteTopics succeeded"
+        time.sleep(0.2)
+    assert topic_partitions(a, "beta") is not None
+    got, marks = read_partitions(broker.bootstrap, "beta", [0])
+    assert [(g[0], g[2]) for g in got[0]] == [(0, b"kept")]
+
+    # deleting a topic that does not exist is an error
+    with pytest.raises(KafkaException) as ei:
+        a.delete_topics(["no-such-topic"], operation_timeout=10)["no-such-topic"].result(20)
+    assert ei.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART, ei.value
+
+
+# ---------------------------------------------------------------------------
+# ListOffsets
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_list_offsets_watermarks_and_times(broker):
+    topic = "times"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    c, _ = consumer(broker.bootstrap)
+    try:
+        assert watermarks(c, topic, 0) == (0, 0), "empty partition"
+
+        base = int(time.time() * 1000) - 600_000
+        p, _ = producer(broker.bootstrap)
+        # one batch per message: timestamps 10 ms apart
+        for i in range(20):
+            p.produce(topic, key=b"%d" % i, value=b"t", partition=0, timestamp=base + 10 * i)
+            assert p.flush(15) == 0
+        assert watermarks(c, topic, 0) == (0, 20)
+
+        def at(ts: int) -> int:
+            (tp,) = c.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)
+            assert tp.error is None, tp.error
+            return tp.offset
+
+        assert at(base - 5000) == 0
+        assert at(base) == 0
+        assert at(base + 1) == 1
+        assert at(base + 70) == 7
+        assert at(base + 65) == 7
+        assert at(base + 190) == 19
+        assert at(base + 191) == -1, "no message at or after the timestamp: offset -1"
+        assert at(-2) == 0, "EARLIEST"
+        assert at(-1) == 20, "LATEST"
+    finally:
+        c.close()
+
+
+@pytest.mark.timeout(60)
+def test_offsets_for_times_inside_one_batch(broker):
+    """Kafka answers with the first *record* at/after the time, even mid-batch."""
+    topic = "times-batch"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    base = int(time.time() * 1000) - 600_000
+    p, _ = producer(broker.bootstrap, linger_ms=200)
+    for i in range(10):
+        p.produce(topic, value=b"x%d" % i, partition=0, timestamp=base + 10 * i)
+    assert p.flush(15) == 0
+    c, _ = consumer(broker.bootstrap)
+    try:
+        assert watermarks(c, topic, 0) == (0, 10)
+        res = c.offsets_for_times([TopicPartition(topic, 0, base + 35)], timeout=10)
+        assert res[0].error is None and res[0].offset == 4, res[0]
+        res = c.offsets_for_times([TopicPartition(topic, 0, base + 90)], timeout=10)
+        assert res[0].error is None and res[0].offset == 9, res[0]
+    finally:
+        c.close()
