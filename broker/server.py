@@ -26,8 +26,9 @@ _MAX_QUEUED_FRAMES = 16
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker):
+    def __init__(self, broker: Broker, registry: set):
         self.broker = broker
+        self.registry = registry
         self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
         self.queue: deque = deque()
         self.transport: asyncio.Transport | None = None
@@ -41,10 +42,12 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_made(self, transport):
         self.transport = transport
+        self.registry.add(self)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
 
     def connection_lost(self, exc):
+        self.registry.discard(self)
         self.closed = True
         self.queue.clear()
 
@@ -138,8 +141,11 @@ class KafkaConnection(asyncio.Protocol):
 async def serve(broker: Broker, stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     servers = []
+    connections: set[KafkaConnection] = set()
     for name, host, port in broker.config.listeners():
-        server = await loop.create_server(lambda: KafkaConnection(broker), host or "0.0.0.0", port, reuse_address=True)
+        server = await loop.create_server(
+            lambda: KafkaConnection(broker, connections), host or "0.0.0.0", port, reuse_address=True
+        )
         servers.append(server)
         log.info("listening on %s://%s:%d", name, host, port)
     flusher = asyncio.ensure_future(_flush_periodically(broker))
@@ -149,6 +155,8 @@ async def serve(broker: Broker, stop: asyncio.Event) -> None:
         flusher.cancel()
         for server in servers:
             server.close()
+        for conn in list(connections):
+            conn.transport.close()
         for server in servers:
             await server.wait_closed()
 

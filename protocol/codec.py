@@ -268,19 +268,20 @@ class _Compiler:
         self.emit(indent, f"{target}[{key!r}] = {_default_literal(field)}")
 
     def gen_decode_tags(self, tagged: list, indent: int, target: str) -> None:
-        n = self.fresh("nt")
+        # fresh names per section: a tagged array's elements have tag sections of their own
+        n, tag, size, tag_end, outer_end = (self.fresh(v) for v in ("nt", "tag", "size", "tag_end", "outer_end"))
         self.emit(indent, f"{n}, p = _uvarint(buf, p, end)")
         self.emit(indent, f"for _ in range({n}):")
-        self.emit(indent + 1, "tag, p = _uvarint(buf, p, end)")
-        self.emit(indent + 1, "size, p = _uvarint(buf, p, end)")
-        self.emit(indent + 1, "_check(p, size, end)")
-        self.emit(indent + 1, "tag_end = p + size")
+        self.emit(indent + 1, f"{tag}, p = _uvarint(buf, p, end)")
+        self.emit(indent + 1, f"{size}, p = _uvarint(buf, p, end)")
+        self.emit(indent + 1, f"_check(p, {size}, end)")
+        self.emit(indent + 1, f"{tag_end} = p + {size}")
         for i, field in enumerate(tagged):
-            self.emit(indent + 1, f"{'if' if i == 0 else 'elif'} tag == {field['tag']}:")
-            self.emit(indent + 2, "outer_end, end = end, tag_end")
+            self.emit(indent + 1, f"{'if' if i == 0 else 'elif'} {tag} == {field['tag']}:")
+            self.emit(indent + 2, f"{outer_end}, end = end, {tag_end}")
             self.gen_decode_value(field, indent + 2, f"{target}[{snake(field['name'])!r}]")
-            self.emit(indent + 2, "end = outer_end")
-        self.emit(indent + 1, "p = tag_end")
+            self.emit(indent + 2, f"end = {outer_end}")
+        self.emit(indent + 1, f"p = {tag_end}")
 
     def gen_length(self, indent: int, var: str, flexible: bool, int32: bool) -> None:
         """Read a length (or array count) into var; -1 means null."""
@@ -322,7 +323,15 @@ class _Compiler:
             self.emit(indent + 1, f"p += {n}")
         elif ftype.startswith("[]"):
             self.gen_decode_array(field, indent, dest, flex)
-        else:  # a single nested struct
+        else:  # a single nested struct; a nullable one has an int8 marker first (KIP-893)
+            if self.nullable(field):
+                flag = self.fresh("present")
+                self.emit(indent, f"{flag}, = {self.struct_const('b')}.unpack_from(buf, p)")
+                self.emit(indent, "p += 1")
+                self.emit(indent, f"if {flag} < 0:")
+                self.emit(indent + 1, f"{dest} = None")
+                self.emit(indent, "else:")
+                indent += 1
             d = self.fresh("s")
             self.emit(indent, f"{d} = {{}}")
             self.gen_decode_fields(self.fields_of(field), indent, d)
@@ -395,10 +404,11 @@ class _Compiler:
             v = self.fresh("v")
             self.emit(indent, f"{v} = {src}.get({snake(field['name'])!r})")
             self.emit(indent, f"if {v} is not None and {v} != {_default_literal(field)}:")
-            self.emit(indent + 1, "outer, w = w, Writer()")
+            outer = self.fresh("outer")
+            self.emit(indent + 1, f"{outer}, w = w, Writer()")
             self.gen_encode_value(field, indent + 1, v)
-            self.emit(indent + 1, f"outer, w = w, outer")
-            self.emit(indent + 1, f"{tags}.append(({field['tag']}, outer.getvalue()))")
+            self.emit(indent + 1, f"{outer}, w = w, {outer}")
+            self.emit(indent + 1, f"{tags}.append(({field['tag']}, {outer}.getvalue()))")
         self.emit(indent, f"_w_uvarint(w.buf, len({tags}))")
         self.emit(indent, f"for tag, data in {tags}:")
         self.emit(indent + 1, "_w_uvarint(w.buf, tag)")
@@ -438,6 +448,12 @@ class _Compiler:
                 self.gen_encode_value({"name": field["name"], "type": elem, "versions": "0+"}, indent + 2, item)
             else:
                 self.gen_encode_fields(self.fields_of(field), indent + 2, item)
+        elif self.nullable(field):  # KIP-893: int8 -1 for null, else 1 and the struct
+            self.emit(indent, f"if {v} is None:")
+            self.emit(indent + 1, "w.buf.append(0xFF)")
+            self.emit(indent, "else:")
+            self.emit(indent + 1, "w.buf.append(1)")
+            self.gen_encode_fields(self.fields_of(field), indent + 1, v)
         else:
             self.emit(indent, f"if {v} is None:")
             self.emit(indent + 1, f"{v} = {{}}")
