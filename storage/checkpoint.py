@@ -1,9 +1,9 @@
 """Kafka's offset checkpoint file format (recovery-point-offset-checkpoint).
 
-    0                     <- format version
-    2                     <- number of entries
-    orders 0 1200         <- topic partition offset
-    orders 1 30
+0                     <- format version
+2                     <- number of entries
+orders 0 1200         <- topic partition offset
+orders 1 30
 """
 
 from __future__ import annotations

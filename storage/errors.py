@@ -41,5 +41,29 @@ class CorruptIndex(StorageError):
     """An index file that failed validation; the segment rebuilds it."""
 
 
+class CorruptSnapshot(StorageError):
+    """A producer-state snapshot that failed validation; the state is rebuilt from the log."""
+
+
 class InconsistentMetadata(StorageError):
     """The log directory belongs to another node or holds unreadable metadata."""
+
+
+class ProducerStateError(StorageError):
+    """A batch that the producer state refuses; nothing of the request is appended."""
+
+
+class InvalidProducerRecord(ProducerStateError):
+    """Producer id, epoch, sequence and transactional flag that do not go together (INVALID_RECORD)."""
+
+
+class OutOfOrderSequence(ProducerStateError):
+    """A sequence that does not follow the producer's last one (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+
+class InvalidProducerEpoch(ProducerStateError):
+    """A batch from an epoch older than the producer's current one (INVALID_PRODUCER_EPOCH)."""
+
+
+class DuplicateSequence(ProducerStateError):
+    """A retried batch inside a request of several batches (DUPLICATE_SEQUENCE_NUMBER)."""

@@ -21,6 +21,7 @@ from protocol.records import (
 from storage.config import LogConfig
 from storage.errors import InconsistentMetadata, OffsetOutOfRange, RecordBatchTooLarge
 from storage.files import decode_uuid, encode_uuid, fsync_dir, read_key_values, write_key_values
+from storage.producer_state import ProducerStateManager
 from storage.segment import LOG_SUFFIX, LogSegment, Truncation
 
 PARTITION_METADATA = "partition.metadata"
@@ -99,6 +100,8 @@ class Log:
         if needs_recovery:
             self.flush(now_ms)  # what recovery kept is now durable
         self.recovery_point = self.log_end_offset
+        self.producer_state = ProducerStateManager(directory)
+        self.repairs.extend(self.producer_state.load(self.log_end_offset, self.batch_headers, now_ms))
 
     # --- opening -----------------------------------------------------------
 
@@ -136,7 +139,7 @@ class Log:
             self.repairs.extend(segment.load())
             return None
         except CorruptRecord as exc:
-            self.repairs.append(f"{segment.name} damaged below the recovery point ({exc})")
+            self.repairs.append(f"{segment.name} was damaged although it had been flushed ({exc})")
             return segment.recover()
 
     def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
@@ -201,9 +204,17 @@ class Log:
         base offsets (and for LogAppendTime topics the timestamps) are
         rewritten in place, then ``buf`` is written with one syscall. An
         OSError leaves the log as it was and propagates.
+
+        Batches of idempotent producers are checked against the producer
+        state first: a refused batch raises a ProducerStateError, and a
+        retry of a stored batch is not stored again -- its original offsets
+        are returned.
         """
         if not batches:
             raise ValueError("nothing to append")
+        duplicate = self.producer_state.check(batches)
+        if duplicate is not None:
+            return duplicate.first_offset, duplicate.last_offset
         first_offset = next_offset = self.log_end_offset
         stamp = self.config.log_append_time
         stored = []
@@ -223,6 +234,7 @@ class Log:
         if self._should_roll(len(buf), next_offset - 1, now_ms):
             self._roll(now_ms)
         self.active_segment.append(buf, stored)
+        self.producer_state.update(stored, now_ms)
         flush_messages = self.config.flush_interval_messages
         if flush_messages is not None and self.log_end_offset - self.recovery_point >= flush_messages:
             self.flush(now_ms)
@@ -240,6 +252,7 @@ class Log:
 
     def _roll(self, now_ms: int) -> None:
         self.active_segment.seal()
+        self.producer_state.take_snapshot(self.log_end_offset)
         self._segments.append(self._new_segment(self.log_end_offset, now_ms))
 
     def truncate_to(self, offset: int) -> None:
@@ -255,6 +268,7 @@ class Log:
         if found is not None:
             segment.truncate_to(found[0])
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.producer_state.load(self.log_end_offset, self.batch_headers, _now_ms())
 
     # --- reading -----------------------------------------------------------
 
@@ -290,12 +304,22 @@ class Log:
         position, hdr = found
         return position if hdr.base_offset >= limit else position + hdr.size
 
+    def _positions_from(self, offset: int) -> Iterator[tuple[LogSegment, int]]:
+        """Each segment from the one holding ``offset`` on, with the position to read it from."""
+        for segment in self._segments[self._segment_index(offset) :]:
+            found = segment.find_position(offset)
+            if found is not None:
+                yield segment, found[0]
+
     def batches(self, from_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every stored batch from the one holding ``from_offset`` on, with its bytes."""
-        for segment in self._segments[self._segment_index(from_offset) :]:
-            found = segment.find_position(from_offset)
-            if found is not None:
-                yield from segment.batches(found[0])
+        for segment, position in self._positions_from(from_offset):
+            yield from segment.batches(position)
+
+    def batch_headers(self, from_offset: int = 0) -> Iterator[BatchHeader]:
+        """The header of every stored batch from the one holding ``from_offset`` on."""
+        for segment, position in self._positions_from(from_offset):
+            yield from segment.headers(position)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with a timestamp >= ``timestamp`` (ListOffsets)."""
@@ -357,6 +381,7 @@ class Log:
 
     def close(self) -> None:
         self.flush()
+        self.producer_state.take_snapshot(self.log_end_offset)
         for segment in self._segments:
             segment.close()
 

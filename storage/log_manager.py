@@ -78,9 +78,7 @@ class LogManager:
         path = self.log_dir / META_PROPERTIES
         if not path.exists():
             self.cluster_id = encode_uuid(random_uuid())
-            write_key_values(
-                path, {"version": "1", "node.id": str(self.node_id), "cluster.id": self.cluster_id}, "="
-            )
+            write_key_values(path, {"version": "1", "node.id": str(self.node_id), "cluster.id": self.cluster_id}, "=")
             return
         properties = read_key_values(path, "=")
         if properties.get("node.id") != str(self.node_id):

@@ -72,7 +72,9 @@ class LogSegment:
         self._fd = os.open(self.log_path, flags, 0o644)
         try:
             self.size = os.fstat(self._fd).st_size
-            self.offset_index = OffsetIndex(directory / file_name(base_offset, INDEX_SUFFIX), base_offset, create=create)
+            self.offset_index = OffsetIndex(
+                directory / file_name(base_offset, INDEX_SUFFIX), base_offset, create=create
+            )
             self.time_index = TimeIndex(
                 directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, create=create
             )
@@ -223,6 +225,11 @@ class LogSegment:
         """Every batch from ``position`` to the current end, with its bytes."""
         for _, hdr, chunk, at in self._scan(position, self.size, whole=True, chunk_size=BATCH_CHUNK):
             yield hdr, chunk[at : at + hdr.size]
+
+    def headers(self, position: int = 0) -> Iterator[BatchHeader]:
+        """Every batch header from ``position`` to the current end (the producer-state rebuild needs no more)."""
+        for _, hdr, _, _ in self._scan(position, self.size):
+            yield hdr
 
     def rolling_timestamp(self) -> int:
         """When the segment counts as started for segment.ms: its first batch's timestamp, as in Kafka."""

@@ -94,6 +94,10 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     @property
+    def ready_line(self) -> str:
+        return f"listening on PLAINTEXT://127.0.0.1:{self.port}"
+
+    @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
@@ -148,15 +152,20 @@ class BrokerProcess:
                     f"broker exited with code {rc} before accepting connections on port {self.port}\n"
                     f"--- stderr tail ---\n{self.log_tail()}"
                 )
-            if port_accepts(self.port):
+            accepting = port_accepts(self.port)
+            # both: the port answers, and it is this broker that answers (another
+            # process could hold a port that free_port() handed out)
+            if accepting and self.ready_line in self.log_since_start():
                 return
             if time.monotonic() > deadline:
                 tail = self.log_tail()
                 self.kill()
-                raise BrokerStartError(
-                    f"broker did not accept connections on port {self.port} within {timeout:.0f}s\n"
-                    f"--- stderr tail ---\n{tail}"
+                what = (
+                    f"port {self.port} accepts connections but the broker never logged {self.ready_line!r}"
+                    if accepting
+                    else f"broker did not accept connections on port {self.port}"
                 )
+                raise BrokerStartError(f"{what} within {timeout:.0f}s\n--- stderr tail ---\n{tail}")
             time.sleep(0.1)
 
     def alive(self) -> bool:
@@ -303,6 +312,9 @@ def _kill_leftover_brokers() -> None:  # safety net if teardown never ran
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running test (large message volumes)")
     config.addinivalue_line("markers", "integration: starts a real broker subprocess")
+    # kafka-python's schema loader uses deprecated importlib.resources calls
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:kafka.protocol.schemas.load_json")
+    config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -333,10 +345,16 @@ def start_broker(request, tmp_path_factory):
         b = BrokerProcess(workdir, _normalize_overrides(positional, kwargs))
         started.append(b)
         if autostart:
-            try:
-                b.start()
-            except BrokerStartError as exc:
-                pytest.fail(str(exc), pytrace=False)
+            for attempt in range(3):
+                try:
+                    b.start()
+                    break
+                except BrokerStartError as exc:
+                    # free_port() can race with another process grabbing the port
+                    if attempt < 2 and "in use" in str(exc).lower():
+                        b.port = free_port()
+                        continue
+                    pytest.fail(str(exc), pytrace=False)
         return b
 
     yield _start

@@ -13,11 +13,26 @@ from . import (
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_producers,
     describe_topic_partitions,
     fetch,
+    init_producer_id,
     list_offsets,
     metadata,
     produce,
+)
+from . import (
+    delete_groups,
+    describe_groups,
+    find_coordinator,
+    heartbeat,
+    join_group,
+    leave_group,
+    list_groups,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    sync_group,
 )
 
 
@@ -40,6 +55,20 @@ _MODULES = [
     describe_cluster,
     describe_topic_partitions,
     describe_configs,
+    init_producer_id,
+    describe_producers,
+    # consumer groups
+    find_coordinator,
+    join_group,
+    sync_group,
+    heartbeat,
+    leave_group,
+    offset_commit,
+    offset_fetch,
+    list_groups,
+    describe_groups,
+    delete_groups,
+    offset_delete,
 ]
 
 HANDLERS: dict[int, Handler] = {

@@ -1,10 +1,14 @@
 """Metadata: brokers, topics and partition leaders; may auto-create topics."""
 
+import uuid
+
 from broker.broker import INTERNAL_TOPICS, InvalidTopic
 from broker.errors import ErrorCode
 
 API = "Metadata"
 VERSIONS = (0, 12)
+
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def _topic_entry(broker, topic) -> dict:
@@ -31,7 +35,9 @@ def handle(broker, request, header) -> dict:
         topics = []
         for want in wanted:
             name = want["name"]
-            if name is None:  # looked up by topic id (v10+)
+            # v10+: a non-zero topic id asks by id, whatever the name says (as in Kafka):
+            # the Java admin's describeTopics by id sends the name "", not null
+            if want["topic_id"] != ZERO_UUID:
                 topic = broker.logs.topic_by_id(want["topic_id"])
                 if topic is None:
                     topics.append(_error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, want["topic_id"]))

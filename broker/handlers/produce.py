@@ -5,11 +5,25 @@ import logging
 from broker.broker import InvalidTopic, now_ms
 from broker.errors import ErrorCode
 from protocol.records import CorruptRecord, parse_produce_records
+from storage.errors import (
+    DuplicateSequence,
+    InvalidProducerEpoch,
+    InvalidProducerRecord,
+    OutOfOrderSequence,
+    ProducerStateError,
+)
 
 API = "Produce"
 VERSIONS = (3, 11)
 
 log = logging.getLogger("moldau.produce")
+
+_PRODUCER_STATE_ERRORS = {
+    InvalidProducerRecord: ErrorCode.INVALID_RECORD,
+    OutOfOrderSequence: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    InvalidProducerEpoch: ErrorCode.INVALID_PRODUCER_EPOCH,
+    DuplicateSequence: ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+}
 
 
 def _partition_result(index, code, base_offset=-1, append_time=-1, log_start=-1, message=None) -> dict:
@@ -40,8 +54,13 @@ def _append(broker, topic, part: dict, now: int) -> dict:
     limit = broker.config["message.max.bytes"]
     if any(hdr.size > limit for _, hdr in batches):
         return _partition_result(index, ErrorCode.MESSAGE_TOO_LARGE)
+    if any(hdr.is_control for _, hdr in batches):
+        return _partition_result(index, ErrorCode.INVALID_RECORD, message="clients may not write control batches")
     try:
         base_offset, _ = log_.append(records, batches, now)
+    except ProducerStateError as exc:
+        log.info("refused batch for %s-%d: %s", topic.name, index, exc)
+        return _partition_result(index, _PRODUCER_STATE_ERRORS[type(exc)], message=str(exc))
     except OSError as exc:
         log.error("append to %s-%d failed: %s", topic.name, index, exc)
         return _partition_result(index, ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))

@@ -34,13 +34,14 @@ class Msg:
     timestamp: int
 
 
-def make_messages(n: int, partitions: int, *, seed: int = 1, base_ts: int | None = None) -> list[Msg]:
+def make_messages(n: int, partitions: int, *, seed: int = 1, base_ts: int | None = None, edge_cases: bool = True) -> list[Msg]:
     """Deterministic, distinct messages spread round-robin over ``partitions``.
 
     Values carry the sequence number plus a variable-length payload that is
     partly random (incompressible) and partly repetitive (compressible); a few
     messages have a null key, a null value, an empty value or headers, so
-    round trips exercise those encodings too.
+    round trips exercise those encodings too (``edge_cases=False``: every
+    message has a distinct key and a value).
     """
     rng = random.Random(seed)
     if base_ts is None:
@@ -53,14 +54,15 @@ def make_messages(n: int, partitions: int, *, seed: int = 1, base_ts: int | None
             b"seq=%010d|" % seq + rng.randbytes(rng.randrange(0, 60)) + (b"payload-%d " % (seq % 97)) * (tail_len // 12)
         )
         headers = None
-        if seq % 7919 == 13:
-            key = None
-        if seq % 10007 == 5:
-            value = None
-        elif seq % 10009 == 6:
-            value = b""
-        if seq % 997 == 3:
-            headers = (("seq", b"%d" % seq), ("empty", b""), ("bin", bytes([seq % 256, 0, 255])))
+        if edge_cases:
+            if seq % 7919 == 13:
+                key = None
+            if seq % 10007 == 5:
+                value = None
+            elif seq % 10009 == 6:
+                value = b""
+            if seq % 997 == 3:
+                headers = (("seq", b"%d" % seq), ("empty", b""), ("bin", bytes([seq % 256, 0, 255])))
         out.append(Msg(seq, seq % partitions, key, value, headers, base_ts + seq))
     return out
 
@@ -235,6 +237,16 @@ def read_partitions(bootstrap: str, topic: str, partitions: list[int], *, timeou
         c.close()
 
 
+def read_from(bootstrap: str, topic: str, partition: int, start: int, end: int, *, timeout: float = 60.0, **config) -> list[Got]:
+    """Assign one partition at offset ``start`` and read up to ``end``."""
+    c, errors = consumer(bootstrap, **config)
+    try:
+        c.assign([TopicPartition(topic, partition, start)])
+        return consume_until(c, topic, {partition: end}, timeout=timeout, errors=errors)[partition]
+    finally:
+        c.close()
+
+
 # -- admin --------------------------------------------------------------------
 
 
@@ -291,10 +303,12 @@ def produce_one(p: Producer, topic: str, partition: int, key: bytes, value: byte
 # -- checking -------------------------------------------------------------------
 
 
-def index_by_offset(msgs: list[Msg], res) -> dict[tuple[int, int], Msg]:
+def index_by_offset(msgs: list[Msg], res: "ProduceResult | list[Delivery]") -> dict[tuple[int, int], Msg]:
     """(partition, offset) -> message, from the delivery reports; checks offsets are unique and dense."""
+    deliveries = res.deliveries if isinstance(res, ProduceResult) else res
+    assert len(deliveries) == len(msgs)
     by_offset: dict[tuple[int, int], Msg] = {}
-    for m, d in zip(msgs, res.deliveries):
+    for m, d in zip(msgs, deliveries):
         assert d.partition == m.partition, f"message {m.seq} sent to partition {m.partition} but acked on {d.partition}"
         k = (d.partition, d.offset)
         assert k not in by_offset, f"offset {k} acknowledged twice (messages {by_offset.get(k).seq} and {m.seq})"

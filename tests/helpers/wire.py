@@ -6,6 +6,8 @@ import socket
 import struct
 import time
 
+from protocol.frames import decode_response, encode_request
+
 API_VERSIONS = 18
 
 
@@ -99,3 +101,31 @@ def send_ignoring_reset(s: socket.socket, data: bytes) -> None:
         s.sendall(data)
     except (ConnectionResetError, BrokenPipeError):
         pass
+
+
+class WireClient:
+    """A blocking client that speaks any API through the broker's own codec (protocol/frames).
+
+    For checks a client library cannot express: a batch sent twice on purpose,
+    a skipped sequence, a stale epoch.
+    """
+
+    def __init__(self, port: int, timeout: float = 10.0):
+        self.sock = connect(port, timeout)
+        self.correlation_id = 0
+
+    def request(self, api: str, version: int, body: dict) -> dict:
+        self.correlation_id += 1
+        self.sock.sendall(encode_request(api, version, self.correlation_id, "moldau-wire-test", body))
+        correlation_id, response = decode_response(api, version, recv_frame(self.sock))
+        assert correlation_id == self.correlation_id, f"{api}: answer to {correlation_id}, not {self.correlation_id}"
+        return response
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "WireClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

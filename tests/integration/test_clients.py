@@ -16,16 +16,19 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 
 from helpers.kafka import (
     admin,
     compare,
+    consume_until,
     consumer,
     create_topic,
+    flush,
     index_by_offset,
     make_messages,
+    produce,
     produce_all,
     produce_one,
     producer,
@@ -93,6 +96,160 @@ def test_confluent_default_partitioner_and_null_fields(broker):
         for off, key, value, headers, ts in rows:
             seen[(part, off)] = (key, value)
     assert seen == sent
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_confluent_fetch_from_the_middle_of_a_batch(broker, compression):
+    """A consumer starting mid-batch gets exactly the messages from its offset on."""
+    topic = f"mid-{compression}"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    msgs = make_messages(1000, 1, seed=12)
+    res = produce_all(broker.bootstrap, topic, msgs, compression_type=compression, linger_ms=100)
+    by_offset = index_by_offset(msgs, res)
+    for start in (1, 377, 999):
+        c, errors = consumer(broker.bootstrap)
+        try:
+            c.assign([TopicPartition(topic, 0, start)])
+            got = consume_until(c, topic, {0: 1000}, timeout=30, errors=errors)[0]
+        finally:
+            c.close()
+        assert [g[0] for g in got] == list(range(start, 1000)), f"from {start}: offsets {[g[0] for g in got][:5]}..."
+        assert all(g[2] == by_offset[(0, g[0])].value for g in got)
+
+
+@pytest.mark.timeout(60)
+def test_confluent_large_messages(broker):
+    topic = "large"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    sizes = [900_000, 1, 500_000, 0, 700_000]
+    values = [bytes([i + 1]) * n for i, n in enumerate(sizes)]
+    p, errors = producer(broker.bootstrap)
+    offsets = [produce_one(p, topic, 0, b"big-%d" % i, v) for i, v in enumerate(values)]
+    assert offsets == list(range(len(values)))
+    got, marks = read_partitions(broker.bootstrap, topic, [0])
+    assert marks[0] == (0, len(values))
+    assert [(g[1], g[2]) for g in got[0]] == [(b"big-%d" % i, v) for i, v in enumerate(values)]
+
+
+@pytest.mark.timeout(90)
+def test_confluent_concurrent_producers_share_partitions(broker):
+    """Appends from several connections at once get distinct, gap-free offsets."""
+    import threading
+
+    topic = "shared"
+    create_topic(broker.bootstrap, topic, partitions=2)
+    per = [make_messages(8000, 2, seed=100 + t) for t in range(4)]
+    results: list = [None] * 4
+    failures: list = []
+
+    def run(t: int) -> None:
+        try:
+            results[t] = produce_all(broker.bootstrap, topic, per[t], linger_ms=1, batch_num_messages=200)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append((t, exc))
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not failures, failures
+    msgs = [m for t in range(4) for m in per[t]]
+    deliveries = [d for t in range(4) for d in results[t].deliveries]
+    by_offset = index_by_offset(msgs, deliveries)
+    counts = Counter(m.partition for m in msgs)
+    got, marks = read_partitions(broker.bootstrap, topic, [0, 1])
+    assert {p: marks[p] for p in (0, 1)} == {p: (0, counts[p]) for p in (0, 1)}
+    compare(topic, got, by_offset, counts)
+
+
+@pytest.mark.timeout(60)
+def test_confluent_consumer_tails_a_live_producer(broker):
+    """A consumer waiting at the end of the log sees messages as they arrive (long-poll fetch)."""
+    topic = "tail"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    c, errors = consumer(broker.bootstrap, fetch_wait_max_ms=200)
+    p, _ = producer(broker.bootstrap, linger_ms=1)
+    msgs = make_messages(5000, 1, seed=13)
+    got = []
+    try:
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        assert c.consume(10, 1.0) == [], "messages in an empty topic"
+        res = None
+        for i in range(0, len(msgs), 250):
+            res = produce(p, topic, msgs[i : i + 250], res)
+            p.poll(0)
+            for m in c.consume(1000, 0.05):
+                assert m.error() is None, m.error()
+                got.append((m.offset(), m.value()))
+        flush(p)
+        deadline = time.monotonic() + 30
+        while len(got) < len(msgs):
+            assert time.monotonic() < deadline, f"tailing consumer got {len(got)} of {len(msgs)}; errors {errors[:5]}"
+            for m in c.consume(1000, 0.5):
+                assert m.error() is None, m.error()
+                got.append((m.offset(), m.value()))
+    finally:
+        c.close()
+    assert not res.failed
+    by_offset = index_by_offset(msgs, res)
+    assert [g[0] for g in got] == list(range(len(msgs)))
+    assert all(v == by_offset[(0, o)].value for o, v in got)
+
+
+@pytest.mark.timeout(60)
+def test_confluent_acks_0_and_1(broker):
+    """acks=0 gets no response (the connection must stay usable); acks=1 works like acks=all here."""
+    topic = "acks"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    zero = make_messages(2000, 1, seed=14)
+    one = make_messages(2000, 1, seed=15)
+    p0, errors0 = producer(broker.bootstrap, acks=0, linger_ms=2, batch_num_messages=100)
+    res0 = produce(p0, topic, zero)
+    flush(p0)
+    assert not res0.failed, res0.first_errors()
+    p1, errors1 = producer(broker.bootstrap, acks=1)
+    res1 = produce(p1, topic, one)
+    flush(p1)
+    assert not res1.failed, res1.first_errors()
+    assert sorted(d.offset for d in res1.deliveries) == list(range(2000, 4000)), "acks=1 offsets follow the acks=0 ones"
+    got, marks = read_partitions(broker.bootstrap, topic, [0])
+    assert marks[0] == (0, 4000)
+    assert [g[1] for g in got[0][:2000]] == [m.key for m in zero], "acks=0 messages missing or out of order"
+    assert [(g[1], g[2]) for g in got[0][2000:]] == [(m.key, m.value) for m in one]
+    assert not [e for e in errors0 if "Disconnected" in e or "Receive failed" in e], errors0
+
+
+@pytest.mark.timeout(60)
+def test_auto_create_disabled(start_broker):
+    b = start_broker(auto_create_topics_enable="false")
+    a = admin(b.bootstrap)
+    md = a.list_topics(topic="nope", timeout=10)  # a Metadata request naming the topic
+    t = md.topics.get("nope")
+    assert t is not None and t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART, t
+    p, errors = producer(b.bootstrap, message_timeout_ms=5000, topic_metadata_propagation_max_ms=1000)
+    res = produce(p, "nope", make_messages(1, 1))
+    p.flush(15)
+    d = res.deliveries[0]
+    assert d.done and d.error is not None, "produce to a missing topic succeeded with auto-create off"
+    assert d.error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._MSG_TIMED_OUT), d.error
+    assert topic_partitions(a, "nope") is None
+    assert not b.partition_dir("nope", 0).exists()
+
+    # explicit creation still works
+    create_topic(b.bootstrap, "explicit", partitions=2)
+    assert produce_one(p, "explicit", 1, b"k", b"v") == 0
+
+
+@pytest.mark.timeout(60)
+def test_auto_create_on_metadata_uses_num_partitions(start_broker):
+    b = start_broker(num_partitions=3)
+    a = admin(b.bootstrap)
+    a.list_topics(topic="made-by-metadata", timeout=10)
+    wait_topic(a, "made-by-metadata", 3)
+    p, _ = producer(b.bootstrap)
+    assert produce_one(p, "made-by-metadata", 2, b"k", b"v") == 0
 
 
 # ---------------------------------------------------------------------------
@@ -421,3 +578,23 @@ def test_offsets_for_times_inside_one_batch(broker):
         assert res[0].error is None and res[0].offset == 9, res[0]
     finally:
         c.close()
+
+
+@pytest.mark.timeout(60)
+def test_invalid_topic_names_are_rejected(broker):
+    """Kafka's rules: [a-zA-Z0-9._-], 1..249 chars, not '.' or '..'; nothing lands outside log.dirs."""
+    a = admin(broker.bootstrap)
+    bad = ["../escape", "a/b", "..", ".", "sp ace", "x" * 250, "emoji-\u2603"]
+    futs = a.create_topics([NewTopic(n, num_partitions=1, replication_factor=1) for n in bad], operation_timeout=10)
+    accepted = []
+    for name, f in futs.items():
+        try:
+            f.result(20)
+            accepted.append(name)
+        except KafkaException as exc:
+            assert exc.args[0].code() == KafkaError.TOPIC_EXCEPTION, f"{name!r}: {exc}"
+    assert not accepted, f"invalid topic names accepted: {accepted}"
+    assert not (broker.data_dir.parent / "escape-0").exists()
+    assert sorted(p.name for p in broker.data_dir.iterdir() if not p.name.startswith((".", "__")) and p.is_dir()) == []
+    # the longest legal name works
+    create_topic(broker.bootstrap, "y" * 249, partitions=1)

@@ -48,6 +48,11 @@ def _oversized() -> bytes:
     return wire.frame(payload)
 
 
+def _short_produce_body() -> bytes:
+    # Produce v3 header, then a body cut off after transactional_id and acks
+    return wire.frame(wire.request_header_v1(0, 3, 55) + b"\xff\xff" + b"\xff\xff")
+
+
 ATTACKS = {
     "random-bytes": _random_bytes,
     "random-framed": _random_framed,
@@ -55,6 +60,7 @@ ATTACKS = {
     "negative-length": lambda: struct.pack(">i", -1) + b"x" * 16,
     "unknown-api-key": lambda: wire.frame(wire.request_header_v1(9999, 0, 77) + b"\x00" * 8),
     "over-max-request": _oversized,
+    "short-produce-body": _short_produce_body,
 }
 
 # What "a line about it" may look like: the peer's port, or a word about the problem.
@@ -148,6 +154,33 @@ def test_raw_api_versions_baseline(broker):
         # pipelined requests come back in order on one connection
         s.sendall(wire.api_versions_v0(1) + wire.api_versions_v0(2) + wire.api_versions_v0(3))
         assert [wire.parse_api_versions_v0(wire.recv_frame(s))[0] for _ in range(3)] == [1, 2, 3]
+
+
+def test_raw_frame_dribbled_byte_by_byte(broker):
+    """A request arriving one byte at a time is still one request."""
+    with wire.connect(broker.port) as s:
+        for byte in wire.api_versions_v0(31):
+            s.sendall(bytes([byte]))
+            time.sleep(0.01)
+        corr, err, apis = wire.parse_api_versions_v0(wire.recv_frame(s))
+        assert (corr, err) == (31, 0) and wire.API_VERSIONS in apis
+
+
+def test_api_versions_with_unsupported_version_answers_error_35(broker):
+    """KIP-511: an ApiVersions version the broker does not know gets UNSUPPORTED_VERSION in a v0 body."""
+    def compact_string(v: bytes) -> bytes:
+        return bytes([len(v) + 1]) + v
+
+    # as a client newer than the broker sends it: header v2 (tagged fields),
+    # then the v3+ body (client software name and version, tagged fields)
+    header = wire.request_header_v1(wire.API_VERSIONS, 127, 41) + b"\x00"
+    body = compact_string(b"moldau-test") + compact_string(b"9.9") + b"\x00"
+    with wire.connect(broker.port) as s:
+        s.sendall(wire.frame(header + body))
+        corr, err, apis = wire.parse_api_versions_v0(wire.recv_frame(s))
+        assert corr == 41
+        assert err == 35, f"error code {err}, expected 35 (UNSUPPORTED_VERSION)"
+        assert wire.API_VERSIONS in apis, "the error response still lists supported versions"
 
 
 @pytest.mark.timeout(90)

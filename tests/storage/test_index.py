@@ -19,6 +19,7 @@ def test_offset_index_lookup_finds_greatest_entry_at_or_below(tmp_path):
     assert index.lookup(124) == (110, 500)
     assert index.lookup(10_000) == (125, 1200)
     assert index.last_entry() == (125, 1200)
+    index.close()
 
 
 def test_time_index_keeps_only_growing_timestamps(tmp_path):
@@ -31,6 +32,7 @@ def test_time_index_keeps_only_growing_timestamps(tmp_path):
     assert index.lookup(1_999) == 50
     assert index.lookup(2_000) == 70
     assert index.last_entry() == (2_000, 70)
+    index.close()
 
 
 def test_entries_reach_the_file_and_load_back(tmp_path):
@@ -44,6 +46,7 @@ def test_entries_reach_the_file_and_load_back(tmp_path):
     reopened = OffsetIndex(path, base_offset=7)
     reopened.load(log_size=128)
     assert reopened.lookup(10) == (9, 64)
+    reopened.close()
 
 
 def test_reset_empties_memory_and_file(tmp_path):
@@ -54,6 +57,7 @@ def test_reset_empties_memory_and_file(tmp_path):
     index.reset()
     assert len(index) == 0 and path.stat().st_size == 0
     assert index.lookup(5) == 0
+    index.close()
 
 
 def _write(path, data: bytes) -> None:
@@ -73,15 +77,19 @@ def _write(path, data: bytes) -> None:
 def test_offset_index_validation(tmp_path, data, problem):
     path = tmp_path / "a.index"
     _write(path, data)
+    index = OffsetIndex(path, base_offset=0)
     with pytest.raises(CorruptIndex, match=problem):
-        OffsetIndex(path, base_offset=0).load(log_size=4096)
+        index.load(log_size=4096)
+    index.close()
 
 
 def test_time_index_validation(tmp_path):
     path = tmp_path / "a.timeindex"
     _write(path, struct.pack(">qIqI", 2_000, 1, 1_000, 2))
+    index = TimeIndex(path, base_offset=0)
     with pytest.raises(CorruptIndex, match="out of order"):
-        TimeIndex(path, base_offset=0).load(log_size=4096)
+        index.load(log_size=4096)
+    index.close()
 
 
 def test_missing_file_is_reported(tmp_path):
@@ -90,3 +98,4 @@ def test_missing_file_is_reported(tmp_path):
     with pytest.raises(CorruptIndex, match="missing"):
         index.load(log_size=0)
     assert os.path.exists(path)  # created, ready to be rebuilt
+    index.close()

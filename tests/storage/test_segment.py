@@ -2,10 +2,10 @@ import errno
 import os
 
 import pytest
+from storage_support import make_batch, split_batches
 
 from protocol.records import parse_produce_records
 from storage.segment import LogSegment, whole_batches_length
-from storage_support import make_batch, split_batches
 
 
 def _segment(directory, base_offset=0, index_interval_bytes=200):

@@ -1,0 +1,177 @@
+"""GroupMetadataManager: group state kept in the internal topic __consumer_offsets.
+
+Every change a group coordinator must not forget -- a commit, a generation's
+assignment, a deletion -- is appended as records to the group's partition of
+__consumer_offsets through the same Log.append as Produce. On startup the
+partitions are replayed with compacted-topic semantics: the latest value per
+key wins and a tombstone removes it. Offsets written inside a transaction stay
+pending until the partition's commit or abort marker for that producer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterable
+
+from broker.errors import ErrorCode
+from protocol.records import CONTROL_COMMIT, BatchHeader, CorruptRecord, Record, build_batch, iter_records, read_header
+from storage.errors import RecordBatchTooLarge
+from storage.log_manager import LogManager
+
+from . import records
+from .metadata import CommittedOffset, GroupMetadata, GroupState, TopicPartition, now_ms
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+log = logging.getLogger("moldau.group")
+
+
+class GroupMetadataManager:
+    def __init__(self, logs: LogManager, config, notify_append: Callable[[str, int], None]):
+        self.logs = logs
+        self.config = config
+        self.notify_append = notify_append
+        self.num_partitions = config["offsets.topic.num.partitions"]
+
+    def partition_for(self, group_id: str) -> int:
+        return records.partition_for(group_id, self.num_partitions)
+
+    # ---- loading ----------------------------------------------------------------
+
+    def load(self) -> dict[str, GroupMetadata]:
+        """Create __consumer_offsets if missing, then replay every partition of it."""
+        topic = self.logs.topic(OFFSETS_TOPIC)
+        if topic is None:
+            topic = self.logs.create_topic(OFFSETS_TOPIC, self.num_partitions, {"cleanup.policy": "compact"})
+            log.info("created %s with %d partitions", OFFSETS_TOPIC, topic.num_partitions)
+        # an existing topic keeps its partition count: groups must stay where their records are
+        self.num_partitions = topic.num_partitions
+        groups: dict[str, GroupMetadata] = {}
+        for partition in range(topic.num_partitions):
+            log_ = self.logs.log(OFFSETS_TOPIC, partition)
+            groups.update(replay_partition(log_.name, log_.batches()))
+        return groups
+
+    # ---- writing ------------------------------------------------------------------
+
+    def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> ErrorCode:
+        """Persist the group's generation, protocol, leader and members with ``assignment``."""
+        value = records.group_metadata_value(group, assignment)
+        error, _ = self._append(group.group_id, [(records.group_metadata_key(group.group_id), value)])
+        if error == ErrorCode.MESSAGE_TOO_LARGE:
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return error
+
+    def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, CommittedOffset]) -> ErrorCode:
+        """Append the commits as one batch; on success they become the group's committed offsets."""
+        entries = list(offsets.items())
+        batch = [
+            (records.offset_commit_key(group.group_id, topic, partition), records.offset_commit_value(c))
+            for (topic, partition), c in entries
+        ]
+        error, first_offset = self._append(group.group_id, batch)
+        if error == ErrorCode.MESSAGE_TOO_LARGE:
+            return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+        if error == ErrorCode.NONE:
+            for i, (tp, c) in enumerate(entries):
+                group.offsets[tp] = c._replace(record_offset=first_offset + i)
+        return error
+
+    def remove(self, group: GroupMetadata, partitions: list[TopicPartition], group_tombstone: bool) -> ErrorCode:
+        """Tombstones for the group's offsets of ``partitions`` (and for the group itself)."""
+        batch = [(records.offset_commit_key(group.group_id, topic, p), None) for topic, p in partitions]
+        if group_tombstone:
+            batch.append((records.group_metadata_key(group.group_id), None))
+        if not batch:
+            return ErrorCode.NONE
+        error, _ = self._append(group.group_id, batch)
+        if error == ErrorCode.NONE:
+            for tp in partitions:
+                group.offsets.pop(tp, None)
+        return error
+
+    def _append(self, group_id: str, batch_records: list[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int]:
+        """(error, offset of the first record) of appending one batch to the group's partition."""
+        partition = self.partition_for(group_id)
+        log_ = self.logs.log(OFFSETS_TOPIC, partition)
+        if log_ is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
+        buf = bytearray(build_batch(batch_records))
+        if len(buf) > self.config["message.max.bytes"]:
+            return ErrorCode.MESSAGE_TOO_LARGE, -1
+        try:
+            first, _ = log_.append(buf, [(0, read_header(buf))], now_ms())
+        except RecordBatchTooLarge:
+            return ErrorCode.MESSAGE_TOO_LARGE, -1
+        except OSError as exc:
+            log.error("append to %s failed: %s", log_.name, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
+        self.notify_append(OFFSETS_TOPIC, partition)
+        return ErrorCode.NONE, first
+
+
+
+def replay_partition(name: str, batches: Iterable[tuple[BatchHeader, bytes]]) -> dict[str, GroupMetadata]:
+    """The groups stored in one partition of __consumer_offsets, from its batches in log order."""
+    groups: dict[str, GroupMetadata] = {}
+    described: set[str] = set()  # groups whose latest group metadata record is a value, not a tombstone
+
+    def group(group_id: str) -> GroupMetadata:
+        return groups.setdefault(group_id, GroupMetadata(group_id, 0))
+
+    for hdr, data in batches:
+        try:
+            if hdr.is_control:
+                committed = records.control_type(next(iter_records(data)).key) == CONTROL_COMMIT
+                for g in groups.values():
+                    g.complete_txn_offsets(hdr.producer_id, committed)
+                continue
+            for record in iter_records(data):
+                _replay_record(record, hdr, group, described)
+        except (CorruptRecord, records.RecordFormatError, StopIteration) as exc:
+            log.warning("%s: skipped unreadable batch at offset %d (%s)", name, hdr.base_offset, exc)
+    return {gid: g for gid, g in groups.items() if gid in described or g.offsets or g.pending_txn_offsets}
+
+
+def _replay_record(record: Record, hdr: BatchHeader, group: Callable[[str], GroupMetadata], described: set[str]) -> None:
+    key = records.decode_key(record.key)
+    if isinstance(key, records.OffsetCommitKey):
+        g = group(key.group_id)
+        tp = (key.topic, key.partition)
+        value = None if record.value is None else records.decode_offset_commit_value(record.value, record.offset)
+        if hdr.is_transactional:  # pending until the producer's marker in this partition
+            if value is not None:
+                g.stage_txn_offsets(hdr.producer_id, {tp: value})
+        elif value is None:
+            g.offsets.pop(tp, None)
+        else:
+            g.offsets[tp] = value
+    elif isinstance(key, records.GroupMetadataKey):
+        g = group(key.group_id)
+        if record.value is None:
+            described.discard(key.group_id)
+            _restore(g, None)
+        else:
+            described.add(key.group_id)
+            _restore(g, records.decode_group_metadata_value(record.value))
+
+def _restore(group: GroupMetadata, stored: records.GroupRecord | None) -> None:
+    """Set a group being loaded to its stored generation: Stable with its members, or Empty."""
+    group.members.clear()
+    group.static_members.clear()
+    if stored is None:  # deleted: what is left are offsets committed since
+        group.protocol_type, group.protocol_name, group.leader_id, group.generation_id = None, None, None, 0
+        group.state = GroupState.EMPTY
+        return
+    group.protocol_type = stored.protocol_type
+    group.generation_id = stored.generation_id
+    group.protocol_name = stored.protocol_name
+    group.leader_id = stored.leader_id
+    if stored.state_timestamp >= 0:
+        group.state_timestamp = stored.state_timestamp
+    for member in stored.members:
+        group.members[member.member_id] = member
+        if member.is_static:
+            group.static_members[member.group_instance_id] = member.member_id
+    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+    group.update_subscribed_topics()

@@ -1,0 +1,42 @@
+"""DescribeGroups: state, protocol and members of each named group; unknown ones are Dead."""
+
+from broker.group.metadata import GroupState
+
+API = "DescribeGroups"
+VERSIONS = (0, 5)
+
+# With no authorizer every group operation is allowed: READ (3), DELETE (6), DESCRIBE (8).
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+_OPERATIONS_NOT_REQUESTED = -(1 << 31)
+
+
+def _member(m, group) -> dict:
+    # metadata and assignment belong to a generation, so only a Stable group shows them
+    stable = group.is_in(GroupState.STABLE)
+    return {
+        "member_id": m.member_id,
+        "group_instance_id": m.group_instance_id,
+        "client_id": m.client_id,
+        "client_host": m.client_host,
+        "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+        "member_assignment": m.assignment if stable else b"",
+    }
+
+
+def _describe(broker, group_id: str, operations: int) -> dict:
+    group = broker.groups.groups.get(group_id)
+    described = {"error_code": 0, "group_id": group_id, "authorized_operations": operations}
+    if group is None:
+        return {**described, "group_state": GroupState.DEAD.value, "protocol_type": "", "protocol_data": "", "members": []}
+    return {
+        **described,
+        "group_state": group.state.value,
+        "protocol_type": group.protocol_type or "",
+        "protocol_data": (group.protocol_name or "") if group.is_in(GroupState.STABLE) else "",
+        "members": [_member(m, group) for m in group.members.values()],
+    }
+
+
+def handle(broker, request, header) -> dict:
+    operations = _GROUP_OPERATIONS if request["include_authorized_operations"] else _OPERATIONS_NOT_REQUESTED
+    return {"throttle_time_ms": 0, "groups": [_describe(broker, g, operations) for g in request["groups"]]}

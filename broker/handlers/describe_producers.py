@@ -1,0 +1,33 @@
+"""DescribeProducers: the producer state each partition keeps (KIP-664)."""
+
+from broker.errors import ErrorCode
+
+API = "DescribeProducers"
+VERSIONS = (0, 0)
+
+
+def _partition(broker, topic: str, index: int) -> dict:
+    log_ = broker.logs.log(topic, index)
+    if log_ is None:
+        return {"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                "error_message": None, "active_producers": []}
+    producers = [
+        {
+            "producer_id": entry.producer_id,
+            "producer_epoch": entry.producer_epoch,
+            "last_sequence": entry.last_seq,
+            "last_timestamp": entry.last_timestamp,
+            "coordinator_epoch": entry.coordinator_epoch,
+            "current_txn_start_offset": entry.current_txn_first_offset,
+        }
+        for entry in log_.producer_state.producers.values()
+    ]
+    return {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": producers}
+
+
+def handle(broker, request, header) -> dict:
+    topics = [
+        {"name": t["name"], "partitions": [_partition(broker, t["name"], i) for i in t["partition_indexes"]]}
+        for t in request["topics"]
+    ]
+    return {"throttle_time_ms": 0, "topics": topics}

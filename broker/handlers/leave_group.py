@@ -1,0 +1,25 @@
+"""LeaveGroup: members leave at once instead of waiting out their session (batched from v3)."""
+
+from broker.errors import ErrorCode
+
+API = "LeaveGroup"
+VERSIONS = (0, 5)
+
+
+def handle(broker, request, header) -> dict:
+    batched = header.api_version >= 3
+    if batched:
+        leaving = [(m["member_id"], m["group_instance_id"]) for m in request["members"]]
+    else:
+        leaving = [(request["member_id"], None)]
+    error, member_errors = broker.groups.leave_group(request["group_id"], leaving)
+    if not batched and error == ErrorCode.NONE:
+        error = member_errors[0]  # one member, one error code
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "members": [
+            {"member_id": member_id, "group_instance_id": instance_id, "error_code": member_error}
+            for (member_id, instance_id), member_error in zip(leaving, member_errors)
+        ],
+    }

@@ -1,0 +1,31 @@
+"""OffsetCommit: store a group's consumed positions (versions 2+, as Kafka 4 serves)."""
+
+from broker.broker import now_ms
+from broker.errors import ErrorCode
+from broker.group.metadata import CommittedOffset
+
+from .group_partitions import partition_errors, requested_partitions
+
+API = "OffsetCommit"
+VERSIONS = (2, 9)
+
+
+def handle(broker, request, header) -> dict:
+    now = now_ms()
+    retention = request["retention_time_ms"]  # v2-4; -1: the broker's offsets.retention.minutes
+    known, errors = requested_partitions(broker, request["topics"])
+    expire = now + retention if retention >= 0 else None
+    offsets = {
+        tp: CommittedOffset(p["committed_offset"], p["committed_leader_epoch"], p["committed_metadata"] or "", now, expire)
+        for tp, p in known
+    }
+    if offsets:
+        committed = broker.groups.commit_offsets(
+            request["group_id"], request["member_id"], request["group_instance_id"],
+            request["generation_id_or_member_epoch"], offsets,
+        )
+        if header.api_version < 9:  # older clients know an unknown group only as a stale generation
+            committed = {tp: ErrorCode.ILLEGAL_GENERATION if e == ErrorCode.GROUP_ID_NOT_FOUND else e
+                         for tp, e in committed.items()}
+        errors.update(committed)
+    return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}

@@ -1,0 +1,15 @@
+"""OffsetDelete: drop a group's committed offsets for partitions it no longer consumes."""
+
+from .group_partitions import partition_errors, requested_partitions
+
+API = "OffsetDelete"
+VERSIONS = (0, 0)
+
+
+def handle(broker, request, header) -> dict:
+    known, errors = requested_partitions(broker, request["topics"])
+    error, results = broker.groups.delete_offsets(request["group_id"], [tp for tp, _ in known])
+    if error:
+        return {"error_code": error, "throttle_time_ms": 0, "topics": []}
+    errors.update(results)
+    return {"error_code": 0, "throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}

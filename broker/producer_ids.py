@@ -1,0 +1,50 @@
+"""Producer ids: each one handed out once, never again, also across restarts.
+
+Ids are reserved in blocks of 1000, as Kafka's controller does: the start of
+the next block is written to ``producer-id-block`` in the log directory
+(atomically, fsynced) before any id of the current block is handed out. A
+restart continues with the next block, so ids a crashed run may have handed
+out are never reused; the rest of its block is simply skipped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from storage.errors import InconsistentMetadata
+from storage.files import read_key_values, write_key_values
+
+BLOCK_SIZE = 1000
+PRODUCER_ID_FILE = "producer-id-block"
+_NEXT_BLOCK = "next.block.start"
+
+
+class ProducerIdManager:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._next = self._block_end = self._read_next_block()
+
+    def _read_next_block(self) -> int:
+        if not self.path.exists():
+            return 0
+        try:
+            start = int(read_key_values(self.path, "=")[_NEXT_BLOCK])
+        except (KeyError, ValueError):
+            raise InconsistentMetadata(f"unreadable {self.path}") from None
+        if start < 0:
+            raise InconsistentMetadata(f"{self.path}: negative {_NEXT_BLOCK} {start}")
+        return start
+
+    def generate(self) -> int:
+        """A producer id no producer had before."""
+        if self._next == self._block_end:
+            end = self._block_end + BLOCK_SIZE
+            write_key_values(self.path, {"version": "0", _NEXT_BLOCK: str(end)}, "=")
+            self._block_end = end
+        producer_id = self._next
+        self._next += 1
+        return producer_id
+
+    def issued(self, producer_id: int) -> bool:
+        """Whether ``producer_id`` may have been handed out (by this run or an earlier one)."""
+        return 0 <= producer_id < self._next

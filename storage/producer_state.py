@@ -1,0 +1,304 @@
+"""Per-partition producer state: what makes an idempotent producer's retries safe.
+
+For every producer id that wrote to a partition, its log keeps the producer's
+epoch and the metadata of its last five batches (a client has at most five
+requests in flight per partition). Each batch is checked before it gets
+offsets:
+
+- the same epoch and sequence range as a remembered batch: a retry whose
+  first attempt was stored; nothing is appended and the answer repeats the
+  original offsets;
+- the same epoch: the first sequence must follow the last one (sequences wrap
+  from 2**31-1 to 0); a gap is OUT_OF_ORDER_SEQUENCE_NUMBER;
+- an older epoch: INVALID_PRODUCER_EPOCH; a newer epoch must start at 0;
+- a producer the partition has no state for (never seen, or expired): any
+  sequence is accepted, as Kafka does since 2.5 (KIP-360) -- the producer may
+  legitimately carry on after its state expired, and there is nothing to
+  compare a retry with anyway.
+
+Only batch headers are read, so the check costs the same for a batch of one
+record or of thousands.
+
+The state survives restarts through snapshots, ``<offset>.snapshot`` in the
+partition directory, written at segment roll and clean shutdown: the state
+of every batch below ``offset``, CRC-protected. Loading takes the newest valid
+snapshot at or below the log end and replays the batch headers after it; with
+no usable snapshot it replays the whole log.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections import deque
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, NamedTuple
+
+from crc32c import crc32c
+
+from protocol.records import NO_PRODUCER_ID, NO_SEQUENCE, TRANSACTIONAL_BIT, BatchHeader
+from storage.errors import (
+    CorruptSnapshot,
+    DuplicateSequence,
+    InvalidProducerEpoch,
+    InvalidProducerRecord,
+    OutOfOrderSequence,
+)
+from storage.files import atomic_write
+
+BATCHES_PER_PRODUCER = 5  # the most requests a client has in flight per partition
+SEQUENCE_LIMIT = 1 << 31  # sequence numbers wrap from 2**31-1 to 0
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+NO_COORDINATOR_EPOCH = -1
+NO_TXN_OFFSET = -1
+
+_SNAPSHOT_FILE = re.compile(r"(\d{20})" + re.escape(SNAPSHOT_SUFFIX))
+# version, CRC32C of everything after the header
+_SNAPSHOT_HEADER = struct.Struct(">hI")
+_COUNT = struct.Struct(">i")
+# producer id, epoch, coordinator epoch, current txn first offset, last append time, batch count
+_ENTRY = struct.Struct(">qhiqqb")
+# first sequence, last sequence, first offset, last offset, max timestamp
+_BATCH = struct.Struct(">iiqqq")
+
+
+def snapshot_name(offset: int) -> str:
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    """Whether ``next_seq`` directly follows ``last_seq`` (-1: nothing yet, so 0 follows)."""
+    return next_seq == (last_seq + 1) % SEQUENCE_LIMIT
+
+
+class BatchMetadata(NamedTuple):
+    """One stored batch of a producer: enough to recognise a retry and answer it."""
+
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+class ProducerStateEntry:
+    """One producer id's state in one partition."""
+
+    __slots__ = ("producer_id", "producer_epoch", "batches", "coordinator_epoch", "current_txn_first_offset",
+                 "last_append_ms")
+
+    def __init__(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        coordinator_epoch: int = NO_COORDINATOR_EPOCH,
+        current_txn_first_offset: int = NO_TXN_OFFSET,
+        last_append_ms: int = 0,
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.batches: deque[BatchMetadata] = deque(maxlen=BATCHES_PER_PRODUCER)
+        # Set by the transaction coordinator's markers; an open transaction keeps the entry from expiring.
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_first_offset = current_txn_first_offset
+        self.last_append_ms = last_append_ms  # broker time of the last append: idle producers expire
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.batches[-1].timestamp if self.batches else -1
+
+    def find_duplicate(self, hdr: BatchHeader) -> BatchMetadata | None:
+        if hdr.producer_epoch != self.producer_epoch:
+            return None
+        first, last = hdr.base_sequence, hdr.last_sequence
+        for batch in self.batches:
+            if batch.first_seq == first and batch.last_seq == last:
+                return batch
+        return None
+
+    def add(self, hdr: BatchHeader, now_ms: int) -> None:
+        """Remember a stored batch (its header carries the assigned offsets)."""
+        if hdr.producer_epoch != self.producer_epoch:
+            self.producer_epoch = hdr.producer_epoch
+            self.batches.clear()  # sequences of the old epoch mean nothing in the new one
+        self.batches.append(
+            BatchMetadata(hdr.base_sequence, hdr.last_sequence, hdr.base_offset, hdr.last_offset, hdr.max_timestamp)
+        )
+        self.last_append_ms = now_ms
+
+
+def _check_fields(hdr: BatchHeader) -> None:
+    """Refuse producer fields that do not go together.
+
+    A sequence without a producer id is ignored, as Kafka does: aiokafka
+    sends base sequence 0 in every batch of a plain producer.
+    """
+    if hdr.producer_id == NO_PRODUCER_ID:
+        if hdr.attributes & TRANSACTIONAL_BIT:
+            raise InvalidProducerRecord("a transactional batch without a producer id")
+    elif hdr.producer_id < 0 or hdr.producer_epoch < 0 or hdr.base_sequence < 0:
+        raise InvalidProducerRecord(
+            f"producer id {hdr.producer_id} with epoch {hdr.producer_epoch} and sequence {hdr.base_sequence}"
+        )
+
+
+class ProducerStateManager:
+    """The producer state of one partition log, and its snapshots in ``directory``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.producers: dict[int, ProducerStateEntry] = {}
+
+    # --- the append path -----------------------------------------------------
+
+    def check(self, batches: list[tuple[int, BatchHeader]]) -> BatchMetadata | None:
+        """Validate batches about to be appended, in order, before any of them is.
+
+        Returns the stored original when the (single) batch is a retry, in
+        which case nothing may be appended. Raises a ProducerStateError
+        subclass for a batch that must be refused.
+        """
+        # (epoch, last sequence) per producer after the batches checked so far
+        expected: dict[int, tuple[int, int]] = {}
+        for _, hdr in batches:
+            _check_fields(hdr)
+            pid = hdr.producer_id
+            if pid == NO_PRODUCER_ID:
+                continue
+            entry = self.producers.get(pid)
+            duplicate = None if entry is None else entry.find_duplicate(hdr)
+            if duplicate is not None:
+                if len(batches) > 1:
+                    raise DuplicateSequence(f"producer {pid} resent sequence {hdr.base_sequence} among others")
+                return duplicate
+            current = expected.get(pid)
+            if current is None and entry is not None:
+                current = (entry.producer_epoch, entry.last_seq)
+            if current is not None:  # None: no state for this producer, so any sequence goes (module docstring)
+                self._check_sequence(hdr, *current)
+            expected[pid] = (hdr.producer_epoch, hdr.last_sequence)
+        return None
+
+    @staticmethod
+    def _check_sequence(hdr: BatchHeader, epoch: int, last_seq: int) -> None:
+        pid, seq = hdr.producer_id, hdr.base_sequence
+        if hdr.producer_epoch < epoch:
+            raise InvalidProducerEpoch(f"producer {pid} sent epoch {hdr.producer_epoch}, current is {epoch}")
+        if hdr.producer_epoch > epoch:
+            if seq != 0:
+                raise OutOfOrderSequence(f"producer {pid} started epoch {hdr.producer_epoch} at sequence {seq}, not 0")
+        elif not in_sequence(last_seq, seq):
+            raise OutOfOrderSequence(f"producer {pid} sent sequence {seq} after {last_seq}")
+
+    def update(self, stored: Iterable[tuple[int, BatchHeader]], now_ms: int) -> None:
+        """Record batches that were just written (headers with their offsets)."""
+        for _, hdr in stored:
+            if hdr.producer_id != NO_PRODUCER_ID:
+                self._add(hdr, now_ms)
+
+    def _add(self, hdr: BatchHeader, now_ms: int) -> None:
+        entry = self.producers.get(hdr.producer_id)
+        if entry is None:
+            entry = self.producers[hdr.producer_id] = ProducerStateEntry(hdr.producer_id, hdr.producer_epoch)
+        entry.add(hdr, now_ms)
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for ``expiration_ms`` (producer.id.expiration.ms); returns how many."""
+        expired = [
+            pid
+            for pid, entry in self.producers.items()
+            if entry.current_txn_first_offset == NO_TXN_OFFSET and now_ms - entry.last_append_ms >= expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
+    # --- snapshots and loading -------------------------------------------------
+
+    def snapshot_offsets(self) -> list[int]:
+        return sorted(int(m[1]) for p in self.directory.iterdir() if (m := _SNAPSHOT_FILE.fullmatch(p.name)))
+
+    def take_snapshot(self, offset: int) -> None:
+        """Persist the state of every batch below ``offset`` (the log end); older snapshots go."""
+        atomic_write(self.directory / snapshot_name(offset), encode_snapshot(self.producers.values()))
+        for older in self.snapshot_offsets():
+            if older < offset:
+                (self.directory / snapshot_name(older)).unlink(missing_ok=True)
+
+    def load(self, log_end: int, headers_from: Callable[[int], Iterator[BatchHeader]], now_ms: int) -> list[str]:
+        """Rebuild the state from the newest usable snapshot and the batches after it; returns repairs.
+
+        ``headers_from(offset)`` yields the log's batch headers from ``offset``
+        on (the log start when there is no snapshot). Snapshots past the log
+        end (the log was truncated after they were written) and corrupt ones
+        are deleted.
+        """
+        repairs = []
+        self.producers = {}
+        start = 0
+        for offset in reversed(self.snapshot_offsets()):
+            path = self.directory / snapshot_name(offset)
+            if offset > log_end:
+                repairs.append(f"deleted {path.name}: past the log end {log_end}")
+                path.unlink()
+                continue
+            try:
+                self.producers = decode_snapshot(path.read_bytes())
+            except CorruptSnapshot as exc:
+                repairs.append(f"deleted {path.name} ({exc}); rebuilding producer state from the log")
+                path.unlink()
+                continue
+            start = offset
+            break
+        for hdr in headers_from(start):
+            if hdr.producer_id != NO_PRODUCER_ID:
+                self._add(hdr, now_ms)
+        return repairs
+
+
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
+    body = bytearray()
+    count = 0
+    for e in entries:
+        count += 1
+        body += _ENTRY.pack(e.producer_id, e.producer_epoch, e.coordinator_epoch, e.current_txn_first_offset,
+                            e.last_append_ms, len(e.batches))
+        for batch in e.batches:
+            body += _BATCH.pack(*batch)
+    body[0:0] = _COUNT.pack(count)
+    return _SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, crc32c(body)) + body
+
+
+def decode_snapshot(data: bytes) -> dict[int, ProducerStateEntry]:
+    if len(data) < _SNAPSHOT_HEADER.size + _COUNT.size:
+        raise CorruptSnapshot("shorter than its header")
+    version, crc = _SNAPSHOT_HEADER.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshot(f"unknown version {version}")
+    body = memoryview(data)[_SNAPSHOT_HEADER.size :]
+    if crc32c(body) != crc:
+        raise CorruptSnapshot("CRC32C mismatch")
+    producers = {}
+    (count,) = _COUNT.unpack_from(body)
+    pos = _COUNT.size
+    try:
+        for _ in range(count):
+            pid, epoch, coordinator_epoch, txn_offset, last_append_ms, n = _ENTRY.unpack_from(body, pos)
+            pos += _ENTRY.size
+            entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coordinator_epoch,
+                                       current_txn_first_offset=txn_offset, last_append_ms=last_append_ms)
+            for _ in range(n):
+                entry.batches.append(BatchMetadata._make(_BATCH.unpack_from(body, pos)))
+                pos += _BATCH.size
+            producers[pid] = entry
+    except struct.error as exc:
+        raise CorruptSnapshot(f"truncated ({exc})") from None
+    if pos != len(body):
+        raise CorruptSnapshot(f"{len(body) - pos} bytes after the last entry")
+    return producers

@@ -1,0 +1,208 @@
+import json
+import shutil
+import time
+
+import pytest
+from storage_support import append, make_batch, split_batches
+
+from storage.config import LogConfig
+from storage.errors import (
+    InconsistentMetadata,
+    InvalidConfig,
+    InvalidPartitions,
+    InvalidTopic,
+    TopicExists,
+    UnknownTopic,
+)
+from storage.log_manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT, LogManager
+
+BATCH = len(make_batch(2))
+
+
+@pytest.fixture
+def log_dir(tmp_path):
+    return tmp_path / "data"
+
+
+def open_manager(log_dir, **config) -> tuple[LogManager, list[str]]:
+    manager = LogManager(log_dir, LogConfig(**config))
+    return manager, manager.load()
+
+
+def test_topics_keep_their_ids_and_data_across_restarts(log_dir):
+    manager, repairs = open_manager(log_dir)
+    assert repairs == []
+    orders = manager.create_topic("orders", 3, {"segment.bytes": str(4 * BATCH)})
+    payments = manager.create_topic("__consumer_offsets", 1, {"cleanup.policy": "compact"})
+    for _ in range(10):
+        append(manager.log("orders", 1), make_batch(2))
+    cluster_id = manager.cluster_id
+    manager.close()
+    assert (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+
+    reopened, repairs = open_manager(log_dir)
+    assert repairs == []
+    assert not (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+    assert reopened.cluster_id == cluster_id
+    assert reopened.topic("orders") == orders
+    assert reopened.topic_by_id(payments.topic_id) == payments
+    assert set(reopened.topics) == {"orders", "__consumer_offsets"}
+    log = reopened.log("orders", 1)
+    assert log.log_end_offset == 20
+    assert log.config.segment_bytes == 4 * BATCH
+    assert len(log.segments) == 3
+    assert reopened.log("orders", 3) is None
+    reopened.close()
+
+
+def test_metadata_files_have_kafka_shapes(log_dir):
+    manager, _ = open_manager(log_dir)
+    topic = manager.create_topic("t", 1)
+    manager.close()
+    properties = (log_dir / "meta.properties").read_text().splitlines()
+    assert "node.id=1" in properties
+    assert any(line.startswith("cluster.id=") and len(line) == len("cluster.id=") + 22 for line in properties)
+    catalog = json.loads((log_dir / "topics.json").read_text())
+    assert catalog["topics"][0]["name"] == "t"
+    assert catalog["topics"][0]["num_partitions"] == 1
+    assert (log_dir / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\nt 0 0\n"
+    assert LogManager(log_dir, LogConfig(), node_id=1).load() == []
+    assert topic.topic_id.version == 4
+
+
+def test_another_node_id_is_refused(log_dir):
+    manager, _ = open_manager(log_dir)
+    manager.close()
+    with pytest.raises(InconsistentMetadata):
+        LogManager(log_dir, LogConfig(), node_id=2).load()
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "bad/name", "spa ce", "ünïcode"])
+def test_invalid_topic_names_are_refused(log_dir, name):
+    manager, _ = open_manager(log_dir)
+    with pytest.raises(InvalidTopic):
+        manager.create_topic(name, 1)
+    assert dict(manager.topics) == {}
+
+
+def test_create_topic_refusals(log_dir):
+    manager, _ = open_manager(log_dir)
+    manager.create_topic("a.b", 1)
+    manager.create_topic("a" * 249, 1)
+    with pytest.raises(TopicExists):
+        manager.create_topic("a.b", 1)
+    with pytest.raises(InvalidTopic, match="collides"):
+        manager.create_topic("a_b", 1)
+    with pytest.raises(InvalidPartitions):
+        manager.create_topic("none", 0)
+    with pytest.raises(InvalidConfig):
+        manager.create_topic("bad", 1, {"segment.bytes": "tiny"})
+    assert set(manager.topics) == {"a.b", "a" * 249}
+    assert not (log_dir / "bad-0").exists()
+    manager.close()
+
+
+def test_delete_topic_removes_logs_and_catalog_entry(log_dir):
+    manager, _ = open_manager(log_dir)
+    doomed = manager.create_topic("doomed", 2)
+    manager.create_topic("kept", 1)
+    append(manager.log("doomed", 0), make_batch(2))
+    assert manager.delete_topic("doomed") == doomed
+    assert manager.log("doomed", 0) is None
+    assert manager.topic_by_id(doomed.topic_id) is None
+    assert sorted(p.name for p in log_dir.iterdir() if p.is_dir()) == ["kept-0"]
+    with pytest.raises(UnknownTopic):
+        manager.delete_topic("doomed")
+    manager.close()
+    reopened, _ = open_manager(log_dir)
+    assert set(reopened.topics) == {"kept"}
+    recreated = reopened.create_topic("doomed", 1)
+    assert recreated.topic_id != doomed.topic_id
+    assert reopened.log("doomed", 0).log_end_offset == 0
+    reopened.close()
+
+
+def test_add_partitions_grows_a_topic(log_dir):
+    manager, _ = open_manager(log_dir)
+    manager.create_topic("t", 2)
+    grown = manager.add_partitions("t", 5)
+    assert grown.num_partitions == 5
+    assert all(manager.log("t", p) is not None for p in range(5))
+    with pytest.raises(InvalidPartitions):
+        manager.add_partitions("t", 5)
+    with pytest.raises(UnknownTopic):
+        manager.add_partitions("nope", 3)
+    manager.close()
+    reopened, _ = open_manager(log_dir)
+    assert reopened.topic("t").num_partitions == 5
+    assert reopened.log("t", 4).topic_id == grown.topic_id
+    reopened.close()
+
+
+def test_unclean_shutdown_recovers_from_the_checkpointed_recovery_point(log_dir, tmp_path):
+    manager, _ = open_manager(log_dir, segment_bytes=5 * BATCH)
+    manager.create_topic("orders", 1)
+    log = manager.log("orders", 0)
+    for _ in range(12):
+        append(log, make_batch(2))
+    manager.flush_all()
+    assert (log_dir / RECOVERY_POINT_CHECKPOINT).read_text().splitlines()[2] == "orders 0 24"
+    for _ in range(3):
+        append(log, make_batch(2))
+    crashed = tmp_path / "crashed"
+    shutil.copytree(log_dir, crashed)  # no close: no clean-shutdown marker
+    manager.close()
+    last = sorted((crashed / "orders-0").glob("*.log"))[-1]
+    with open(last, "r+b") as f:
+        f.truncate(last.stat().st_size - 5)
+    recovered, repairs = open_manager(crashed, segment_bytes=5 * BATCH)
+    assert len(repairs) == 1
+    assert repairs[0].startswith(f"orders-0: truncated {BATCH - 5} bytes of {last.name} at offset 28")
+    log = recovered.log("orders", 0)
+    assert log.log_end_offset == 28
+    assert split_batches(log.read(26, 10**6))[-1].next_offset == 28
+    assert (crashed / RECOVERY_POINT_CHECKPOINT).read_text().splitlines()[2] == "orders 0 28"
+    recovered.close()
+
+
+def test_flush_if_due_checkpoints_moved_recovery_points(log_dir):
+    manager, _ = open_manager(log_dir, flush_interval_ms=50)
+    created_ms = int(time.time() * 1000)
+    manager.create_topic("t", 1)
+    append(manager.log("t", 0), make_batch(2))
+    checkpoint = log_dir / RECOVERY_POINT_CHECKPOINT
+    manager.flush_if_due(now_ms=created_ms - 1_000)
+    assert checkpoint.read_text().splitlines()[2] == "t 0 0"
+    manager.flush_if_due(now_ms=int(time.time() * 1000) + 60)
+    assert checkpoint.read_text().splitlines()[2] == "t 0 2"
+    manager.close()
+
+
+def test_load_finishes_interrupted_creates_and_deletes(log_dir):
+    manager, _ = open_manager(log_dir)
+    manager.create_topic("t", 2)
+    manager.close()
+    shutil.rmtree(log_dir / "t-1")  # the catalog was written, the directory was not
+    (log_dir / "gone-0.0123abcd-delete").mkdir()  # renamed for deletion, not yet removed
+    reopened, repairs = open_manager(log_dir)
+    assert repairs == ["t: created missing partition directories [1]"]
+    assert reopened.log("t", 1).topic_id == reopened.topic("t").topic_id
+    assert not (log_dir / "gone-0.0123abcd-delete").exists()
+    reopened.close()
+
+
+def test_directories_the_catalog_does_not_know_are_set_aside(log_dir):
+    manager, _ = open_manager(log_dir)
+    manager.create_topic("t", 1)
+    append(manager.log("t", 0), make_batch(2))
+    manager.close()
+    shutil.copytree(log_dir / "t-0", log_dir / "ghost-0")
+    shutil.copytree(log_dir / "t-0", log_dir / "t-7")
+    reopened, repairs = open_manager(log_dir)
+    assert len(repairs) == 2
+    assert all("not in the topic catalog" in r for r in repairs)
+    assert not (log_dir / "ghost-0").exists()
+    assert len(list(log_dir.glob("ghost-0.*-stray"))) == 1
+    assert reopened.log("ghost", 0) is None
+    assert reopened.log("t", 0).log_end_offset == 2
+    reopened.close()
