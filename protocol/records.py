@@ -274,27 +274,30 @@ def control_batch(
 
 
 def iter_records(batch, pos: int = 0) -> Iterator[Record]:
-    """Decode the records of one uncompressed batch (internal topics, tests)."""
+    """Decode the records of one batch (internal topics, timestamp lookups, tests)."""
     hdr = read_header(batch, pos)
+    body = memoryview(batch)[pos + HEADER_SIZE : pos + hdr.size]
     if hdr.compression:
-        raise CorruptRecord("compressed batch where an uncompressed one is required")
-    p = pos + HEADER_SIZE
-    end = pos + hdr.size
+        from .compression import decompress  # imports records; only record-level reads need it
+
+        body = decompress(hdr.compression, body)
+    p = 0
+    end = len(body)
     for _ in range(hdr.records_count):
-        length, p = read_varint(batch, p)
+        length, p = read_varint(body, p)
         rec_end = p + length
         if rec_end > end or length < 0:
             raise CorruptRecord("record overruns its batch")
         p += 1  # attributes
-        ts_delta, p = read_varint(batch, p)
-        off_delta, p = read_varint(batch, p)
-        key, p = _read_bytes(batch, p)
-        value, p = _read_bytes(batch, p)
-        n_headers, p = read_varint(batch, p)
+        ts_delta, p = read_varint(body, p)
+        off_delta, p = read_varint(body, p)
+        key, p = _read_bytes(body, p)
+        value, p = _read_bytes(body, p)
+        n_headers, p = read_varint(body, p)
         headers = []
         for _ in range(n_headers):
-            hk, p = _read_bytes(batch, p)
-            hv, p = _read_bytes(batch, p)
+            hk, p = _read_bytes(body, p)
+            hv, p = _read_bytes(body, p)
             headers.append(((hk or b"").decode(), hv))
         yield Record(hdr.base_offset + off_delta, hdr.base_timestamp + ts_delta, key, value, headers)
         p = rec_end

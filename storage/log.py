@@ -345,11 +345,10 @@ class Log:
     ) -> tuple[int, int]:
         """Narrow a batch down to its first record at or after ``timestamp``.
 
-        Compressed batches are not decoded here, and LogAppendTime batches give
-        every record the batch's time, so both answer with the batch's base
-        offset and max timestamp.
+        LogAppendTime batches give every record the batch's time, so they
+        answer with the batch's base offset and max timestamp.
         """
-        if not (hdr.compression or hdr.attributes & TIMESTAMP_TYPE_BIT):
+        if not hdr.attributes & TIMESTAMP_TYPE_BIT:
             try:
                 for record in iter_records(segment.read(position, hdr.size, position + hdr.size)):
                     if record.timestamp >= timestamp:

@@ -223,9 +223,20 @@ def test_iter_records_at_an_offset():
     assert [r.key for r in records.iter_records(first + second, len(first))] == [b"k0", b"k1"]
 
 
-def test_iter_records_refuses_compressed_batches():
-    with pytest.raises(CorruptRecord, match="compressed"):
-        list(records.iter_records(kafka_python_batch(CODECS["gzip"])))
+@pytest.mark.parametrize("name", ["gzip", "lz4", "snappy", "zstd"])
+def test_iter_records_decodes_compressed_batches(name):
+    data = kafka_python_batch(CODECS[name])
+    decoded = list(records.iter_records(data))
+    assert [(r.offset, r.timestamp, r.key) for r in decoded] == [(i, TS + i, f"key-{i}".encode()) for i in range(20)]
+    assert decoded[7].value == b"compressible payload " * 20 + b"7"
+    assert decoded[7].headers == [("h", b"v")]
+
+
+def test_iter_records_refuses_undecodable_compressed_data():
+    data = bytearray(kafka_python_batch(CODECS["zstd"]))
+    data[records.HEADER_SIZE + 4 : records.HEADER_SIZE + 12] = b"\xff" * 8
+    with pytest.raises(CorruptRecord, match="decompress"):
+        list(records.iter_records(data))
 
 
 def test_varints_roundtrip():
@@ -244,7 +255,13 @@ def test_varints_roundtrip():
 
 # --- batches written by kafka-python's producer code --------------------------------
 
-CODECS = {"none": DefaultRecordBatchBuilder.CODEC_NONE, "gzip": DefaultRecordBatchBuilder.CODEC_GZIP, "lz4": DefaultRecordBatchBuilder.CODEC_LZ4}
+CODECS = {
+    "none": DefaultRecordBatchBuilder.CODEC_NONE,
+    "gzip": DefaultRecordBatchBuilder.CODEC_GZIP,
+    "snappy": DefaultRecordBatchBuilder.CODEC_SNAPPY,
+    "lz4": DefaultRecordBatchBuilder.CODEC_LZ4,
+    "zstd": DefaultRecordBatchBuilder.CODEC_ZSTD,
+}
 
 
 def kafka_python_batch(compression: int, *, transactional: bool = False) -> bytes:
