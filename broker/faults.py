@@ -4,15 +4,26 @@ MOLDAU_FAULT_DROP_RESPONSE_EVERY=N (N >= 2): every Nth Produce request is
 handled as usual -- its batches are appended -- but instead of answering, the
 broker closes the connection: a lost acknowledgement. Producers retry, and
 idempotent ones must not create duplicates.
+
+MOLDAU_FAULT_KILL_AFTER_TXN_MARKERS=N (N >= 1): right after writing the Nth
+transaction marker to a partition log, the broker sends itself SIGKILL -- a
+kill -9 while the coordinator is between PrepareCommit (or PrepareAbort) and
+CompleteCommit, typically with some of a transaction's partitions marked and
+others not. After a restart the coordinator must finish the transaction.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 
 from .config import ConfigError
 
 DROP_RESPONSE_ENV = "MOLDAU_FAULT_DROP_RESPONSE_EVERY"
+KILL_AFTER_MARKERS_ENV = "MOLDAU_FAULT_KILL_AFTER_TXN_MARKERS"
+
+log = logging.getLogger("moldau.faults")
 
 
 class ResponseDropper:
@@ -29,13 +40,41 @@ class ResponseDropper:
         return self.produce_responses % self.every == 0
 
 
+def _env_count(name: str, smallest: int) -> int:
+    """The variable's value: 0 (off, also when unset) or a number from ``smallest`` on."""
+    text = os.environ.get(name, "0")
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value != 0 and value < smallest:
+        raise ConfigError(f"{name} must be 0 (off) or at least {smallest}, got {text!r}")
+    return value
+
+
 def response_dropper() -> ResponseDropper:
     """The dropper the environment asks for; one that never drops by default."""
-    text = os.environ.get(DROP_RESPONSE_ENV, "0")
-    try:
-        every = int(text)
-    except ValueError:
-        every = -1
-    if every < 0 or every == 1:  # 1 would drop every answer, so no produce could ever succeed
-        raise ConfigError(f"{DROP_RESPONSE_ENV} must be 0 (off) or at least 2, got {text!r}")
-    return ResponseDropper(every)
+    # 1 would drop every answer, so no produce could ever succeed
+    return ResponseDropper(_env_count(DROP_RESPONSE_ENV, 2))
+
+
+class MarkerKiller:
+    """Counts the transaction markers written; kills the broker at the chosen one."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+        self.written = 0
+
+    def __call__(self) -> None:
+        if not self.after:
+            return
+        self.written += 1
+        if self.written == self.after:
+            log.warning("fault injection (%s): killing the broker after transaction marker %d",
+                        KILL_AFTER_MARKERS_ENV, self.written)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def marker_killer() -> MarkerKiller:
+    """The killer the environment asks for; one that never kills by default."""
+    return MarkerKiller(_env_count(KILL_AFTER_MARKERS_ENV, 1))

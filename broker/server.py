@@ -20,6 +20,7 @@ from protocol.frames import FrameDecoder, FrameError, decode_request_header, res
 from . import faults
 from .broker import Broker, now_ms
 from .handlers import HANDLERS, api_versions
+from .loopback import LoopbackChannel
 
 log = logging.getLogger("moldau.server")
 
@@ -151,9 +152,12 @@ async def serve(broker: Broker, stop: asyncio.Event) -> None:
     servers = []
     connections: set[KafkaConnection] = set()
     broker.groups.start()
+    broker.transactions.start(LoopbackChannel(broker))
     drop_response = faults.response_dropper()
     if drop_response.every:
         log.warning("fault injection: dropping every %dth Produce response", drop_response.every)
+    if broker.kill_after_marker.after:
+        log.warning("fault injection: killing the broker after transaction marker %d", broker.kill_after_marker.after)
     for name, host, port in broker.config.listeners():
         server = await loop.create_server(
             lambda: KafkaConnection(broker, connections, drop_response), host or "0.0.0.0", port, reuse_address=True
@@ -177,9 +181,16 @@ async def serve(broker: Broker, stop: asyncio.Event) -> None:
 
 async def _flush_periodically(broker: Broker) -> None:
     """Drives log.flush.interval.ms; idle when no time-based flush is configured."""
+    failing = False
     while True:
         await asyncio.sleep(0.1 if broker.config["log.flush.interval.ms"] is not None else 3600)
-        broker.logs.flush_if_due(now_ms())
+        try:
+            broker.logs.flush_if_due(now_ms())
+            failing = False
+        except OSError as exc:  # a full disk: flushing must resume once there is space again
+            if not failing:
+                log.error("flush failed: %s; retrying", exc)
+            failing = True
 
 
 async def _expire_producers_periodically(broker: Broker) -> None:

@@ -273,6 +273,22 @@ def control_batch(
     )
 
 
+class ControlMarker(NamedTuple):
+    type: int  # CONTROL_ABORT or CONTROL_COMMIT
+    coordinator_epoch: int
+
+
+def read_control_marker(batch, pos: int = 0) -> ControlMarker:
+    """The marker a control batch holds, from its record's key and value."""
+    record = next(iter_records(batch, pos), None)
+    if record is None or record.key is None or len(record.key) < 4:
+        raise CorruptRecord("control batch without a marker key")
+    marker_type = _I16.unpack_from(record.key, 2)[0]
+    value = record.value or b""
+    coordinator_epoch = struct.unpack_from(">i", value, 2)[0] if len(value) >= 6 else -1
+    return ControlMarker(marker_type, coordinator_epoch)
+
+
 def iter_records(batch, pos: int = 0) -> Iterator[Record]:
     """Decode the records of one batch (internal topics, timestamp lookups, tests)."""
     hdr = read_header(batch, pos)

@@ -14,7 +14,7 @@ class OffsetOutOfRange(StorageError):
 
 
 class RecordBatchTooLarge(StorageError):
-    """A batch larger than the topic's segment size (MESSAGE_TOO_LARGE)."""
+    """A batch larger than the topic's segment size (RECORD_LIST_TOO_LARGE)."""
 
 
 class InvalidConfig(StorageError, ValueError):
@@ -67,3 +67,7 @@ class InvalidProducerEpoch(ProducerStateError):
 
 class DuplicateSequence(ProducerStateError):
     """A retried batch inside a request of several batches (DUPLICATE_SEQUENCE_NUMBER)."""
+
+
+class TransactionCoordinatorFenced(ProducerStateError):
+    """A marker from a coordinator older than one that already wrote here (TRANSACTION_COORDINATOR_FENCED)."""

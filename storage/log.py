@@ -1,4 +1,4 @@
-"""A partition's log: segments, offset assignment, reads, flushing and recovery."""
+"""A partition's log: segments, offset assignment, reads, transaction markers, flushing and recovery."""
 
 from __future__ import annotations
 
@@ -11,18 +11,25 @@ from pathlib import Path
 from typing import Iterator
 
 from protocol.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    NO_PRODUCER_ID,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
     CorruptRecord,
+    control_batch,
     iter_records,
+    read_control_marker,
+    read_header,
     set_base_offset,
     set_log_append_time,
 )
 from storage.config import LogConfig
-from storage.errors import InconsistentMetadata, OffsetOutOfRange, RecordBatchTooLarge
+from storage.errors import CorruptIndex, InconsistentMetadata, OffsetOutOfRange, RecordBatchTooLarge
 from storage.files import decode_uuid, encode_uuid, fsync_dir, read_key_values, write_key_values
 from storage.producer_state import ProducerStateManager
 from storage.segment import LOG_SUFFIX, LogSegment, Truncation
+from storage.txn_index import AbortedTxn
 
 PARTITION_METADATA = "partition.metadata"
 DELETE_SUFFIX = "-delete"
@@ -70,6 +77,11 @@ class Log:
     The recovery point is the offset below which everything was fsynced; an
     unclean start CRC-checks the segments from the one holding it on, and
     ``repairs`` lists what loading had to fix.
+
+    The last stable offset is where the earliest open transaction began (the
+    high watermark when none is open); read_committed readers get nothing at
+    or past it. Each segment's transaction index lists the transactions
+    aborted by a marker in that segment.
     """
 
     def __init__(
@@ -101,7 +113,7 @@ class Log:
             self.flush(now_ms)  # what recovery kept is now durable
         self.recovery_point = self.log_end_offset
         self.producer_state = ProducerStateManager(directory)
-        self.repairs.extend(self.producer_state.load(self.log_end_offset, self.batch_headers, now_ms))
+        self._load_producer_state(now_ms, rebuild_txn_indexes=not self._load_txn_indexes())
 
     # --- opening -----------------------------------------------------------
 
@@ -142,6 +154,47 @@ class Log:
             self.repairs.append(f"{segment.name} was damaged although it had been flushed ({exc})")
             return segment.recover()
 
+    def _load_txn_indexes(self) -> bool:
+        """Read every segment's aborted transactions; False if one is damaged."""
+        for segment in self._segments:
+            try:
+                segment.txn_index.load()
+            except CorruptIndex as exc:
+                self.repairs.append(f"rebuilding the transaction indexes ({exc})")
+                return False
+        return True
+
+    def _load_producer_state(self, now_ms: int, rebuild_txn_indexes: bool = False) -> None:
+        """Producer state from the newest snapshot and the batches after it.
+
+        The transaction index entries from the snapshot on are rebuilt on the
+        way, so they agree with the log whatever a crash left in the files;
+        damaged indexes are rebuilt from the log start.
+        """
+        start, repairs = self.producer_state.load_snapshot(self.log_end_offset)
+        self.repairs.extend(repairs)
+        if rebuild_txn_indexes:
+            self.producer_state.clear()
+            start = self.log_start_offset
+        for segment in self._segments:
+            if rebuild_txn_indexes:
+                segment.txn_index.delete()
+            else:
+                segment.txn_index.truncate_from(start)
+        for segment, position in self._positions_from(start):
+            for at, hdr in segment.headers(position):
+                if hdr.producer_id == NO_PRODUCER_ID:
+                    continue
+                if not hdr.is_control:
+                    self.producer_state.add_batch(hdr, now_ms)
+                    continue
+                try:
+                    marker = read_control_marker(segment.read_batch(at, hdr))
+                except CorruptRecord as exc:
+                    self.repairs.append(f"ignored the unreadable marker at offset {hdr.base_offset} ({exc})")
+                    continue
+                self._complete_txn(segment, hdr, marker.type == CONTROL_COMMIT, marker.coordinator_epoch, now_ms)
+
     def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
         self._dir_dirty = True
         return LogSegment(self.directory, base_offset, self.config.index_interval_bytes, now_ms, create=True)
@@ -179,6 +232,11 @@ class Log:
         return self.log_end_offset
 
     @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.producer_state.first_unstable_offset
+        return self.high_watermark if first_unstable is None else first_unstable
+
+    @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
 
@@ -197,7 +255,9 @@ class Log:
 
     # --- writing -----------------------------------------------------------
 
-    def append(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> tuple[int, int]:
+    def append(
+        self, buf: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int, from_coordinator: bool = False
+    ) -> tuple[int, int]:
         """Assign offsets to validated batches in ``buf`` and store them; returns (first, last) offset.
 
         ``batches`` are the (position, header) pairs parsed from ``buf``. The
@@ -208,14 +268,51 @@ class Log:
         Batches of idempotent producers are checked against the producer
         state first: a refused batch raises a ProducerStateError, and a
         retry of a stored batch is not stored again -- its original offsets
-        are returned.
+        are returned. The group coordinator's writes for a producer
+        (``from_coordinator``) are checked for the epoch only.
         """
         if not batches:
             raise ValueError("nothing to append")
-        duplicate = self.producer_state.check(batches)
+        duplicate = self.producer_state.check(batches, from_coordinator)
         if duplicate is not None:
             return duplicate.first_offset, duplicate.last_offset
-        first_offset = next_offset = self.log_end_offset
+        stored = self._write(buf, batches, now_ms)
+        self.producer_state.update(stored, now_ms)
+        self._flush_if_full(now_ms)
+        return stored[0][1].base_offset, stored[-1][1].last_offset
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool, now_ms: int
+    ) -> int:
+        """Write a producer's commit or abort marker (WriteTxnMarkers); returns its offset.
+
+        Markers carry no sequence, so one sent again after a coordinator
+        restart is simply stored again and ends nothing. A marker of an older
+        producer epoch or coordinator epoch raises a ProducerStateError.
+        """
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        marker = CONTROL_COMMIT if committed else CONTROL_ABORT
+        buf = bytearray(control_batch(marker, producer_id, producer_epoch, coordinator_epoch, now_ms))
+        ((_, hdr),) = self._write(buf, [(0, read_header(buf))], now_ms)
+        self._complete_txn(self.active_segment, hdr, committed, coordinator_epoch, now_ms)
+        self._flush_if_full(now_ms)
+        return hdr.base_offset
+
+    def _complete_txn(
+        self, segment: LogSegment, marker: BatchHeader, committed: bool, coordinator_epoch: int, now_ms: int
+    ) -> None:
+        """Apply a stored marker: end the producer's transaction, indexing it if it was aborted."""
+        first_offset = self.producer_state.complete_txn(
+            marker.producer_id, marker.producer_epoch, coordinator_epoch, now_ms
+        )
+        if first_offset is not None and not committed:
+            first_unstable = self.producer_state.first_unstable_offset
+            stable = marker.next_offset if first_unstable is None else first_unstable
+            segment.txn_index.append(AbortedTxn(marker.producer_id, first_offset, marker.base_offset, stable))
+
+    def _write(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> list:
+        """Assign offsets, roll if due and write; returns (position, header as stored) per batch."""
+        next_offset = self.log_end_offset
         stamp = self.config.log_append_time
         stored = []
         for position, hdr in batches:
@@ -234,11 +331,12 @@ class Log:
         if self._should_roll(len(buf), next_offset - 1, now_ms):
             self._roll(now_ms)
         self.active_segment.append(buf, stored)
-        self.producer_state.update(stored, now_ms)
+        return stored
+
+    def _flush_if_full(self, now_ms: int) -> None:
         flush_messages = self.config.flush_interval_messages
         if flush_messages is not None and self.log_end_offset - self.recovery_point >= flush_messages:
             self.flush(now_ms)
-        return first_offset, next_offset - 1
 
     def _should_roll(self, size: int, last_offset: int, now_ms: int) -> bool:
         active = self.active_segment
@@ -268,7 +366,7 @@ class Log:
         if found is not None:
             segment.truncate_to(found[0])
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self.producer_state.load(self.log_end_offset, self.batch_headers, _now_ms())
+        self._load_producer_state(_now_ms())
 
     # --- reading -----------------------------------------------------------
 
@@ -280,6 +378,26 @@ class Log:
         No batch whose base offset is >= ``max_offset`` (the high watermark or
         the last stable offset) is returned. A read never spans two segments.
         """
+        return self._read(offset, max_bytes, max_offset)[0]
+
+    def read_committed(self, offset: int, max_bytes: int) -> tuple[bytes, list[AbortedTxn]]:
+        """A read_committed read: batches below the last stable offset, and the aborted
+        transactions among them (whose records the reader skips)."""
+        data, segment, position = self._read(offset, max_bytes, self.last_stable_offset)
+        if not data:
+            return data, []
+        return data, self.aborted_transactions(offset, segment.offset_at(position + len(data)))
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in offsets [start, end)."""
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._segment_index(start) :]:
+            if segment.txn_index.collect(start, end, found):
+                break
+        return found
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None) -> tuple[bytes, LogSegment | None, int]:
+        """(data, the segment it came from, its position there) for ``read``."""
         if not self.log_start_offset <= offset <= self.log_end_offset:
             raise OffsetOutOfRange(
                 f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] of {self.name}"
@@ -291,9 +409,9 @@ class Log:
                 continue
             position, hdr = found
             if hdr.base_offset >= limit:
-                return b""
-            return segment.read(position, max_bytes, self._end_position(segment, limit))
-        return b""
+                return b"", None, 0
+            return segment.read(position, max_bytes, self._end_position(segment, limit)), segment, position
+        return b"", None, 0
 
     @staticmethod
     def _end_position(segment: LogSegment, limit: int) -> int:
@@ -315,11 +433,6 @@ class Log:
         """Every stored batch from the one holding ``from_offset`` on, with its bytes."""
         for segment, position in self._positions_from(from_offset):
             yield from segment.batches(position)
-
-    def batch_headers(self, from_offset: int = 0) -> Iterator[BatchHeader]:
-        """The header of every stored batch from the one holding ``from_offset`` on."""
-        for segment, position in self._positions_from(from_offset):
-            yield from segment.headers(position)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with a timestamp >= ``timestamp`` (ListOffsets)."""

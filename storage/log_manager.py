@@ -232,10 +232,23 @@ class LogManager:
             write_offset_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT, points)
             self._checkpointed = points
 
-    def close(self) -> None:
-        """Flush and close every log, then mark the directory as cleanly shut down."""
+    def close(self) -> list[str]:
+        """Flush and close every log, then mark the directory as cleanly shut down; returns what failed.
+
+        A log that cannot be closed (a full disk) does not stop the others from closing, and
+        leaves the clean-shutdown marker out: the next start recovers instead of trusting the files.
+        """
+        failures = []
         for log in self._logs.values():
-            log.close()
-        self._write_checkpoint()
+            try:
+                log.close()
+            except OSError as exc:
+                failures.append(f"{log.name}: {exc}")
+        try:
+            self._write_checkpoint()
+            if not failures:
+                atomic_write(self.log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        except OSError as exc:
+            failures.append(f"{RECOVERY_POINT_CHECKPOINT} or {CLEAN_SHUTDOWN_FILE}: {exc}")
         self._logs.clear()
-        atomic_write(self.log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        return failures

@@ -19,6 +19,13 @@ offsets:
 Only batch headers are read, so the check costs the same for a batch of one
 record or of thousands.
 
+Transactions: a producer's first transactional batch opens its transaction
+in the partition, and the coordinator's commit or abort marker closes it.
+The open ones are kept in the order they began, so the first unstable
+offset -- where the earliest open transaction began, which bounds the last
+stable offset -- is read off in constant time. Markers are not sequenced;
+one from an older producer epoch or an older coordinator is refused.
+
 The state survives restarts through snapshots, ``<offset>.snapshot`` in the
 partition directory, written at segment roll and clean shutdown: the state
 of every batch below ``offset``, CRC-protected. Loading takes the newest valid
@@ -30,9 +37,9 @@ from __future__ import annotations
 
 import re
 import struct
-from collections import deque
+from collections import OrderedDict, deque
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Iterable, NamedTuple
 
 from crc32c import crc32c
 
@@ -43,6 +50,7 @@ from storage.errors import (
     InvalidProducerEpoch,
     InvalidProducerRecord,
     OutOfOrderSequence,
+    TransactionCoordinatorFenced,
 )
 from storage.files import atomic_write
 
@@ -122,11 +130,14 @@ class ProducerStateEntry:
                 return batch
         return None
 
+    def update_epoch(self, epoch: int) -> None:
+        if epoch != self.producer_epoch:
+            self.producer_epoch = epoch
+            self.batches.clear()  # sequences of the old epoch mean nothing in the new one
+
     def add(self, hdr: BatchHeader, now_ms: int) -> None:
         """Remember a stored batch (its header carries the assigned offsets)."""
-        if hdr.producer_epoch != self.producer_epoch:
-            self.producer_epoch = hdr.producer_epoch
-            self.batches.clear()  # sequences of the old epoch mean nothing in the new one
+        self.update_epoch(hdr.producer_epoch)
         self.batches.append(
             BatchMetadata(hdr.base_sequence, hdr.last_sequence, hdr.base_offset, hdr.last_offset, hdr.max_timestamp)
         )
@@ -154,15 +165,24 @@ class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.producers: dict[int, ProducerStateEntry] = {}
+        # producer id -> first offset of its open transaction, in the order they began
+        self.ongoing_txns: OrderedDict[int, int] = OrderedDict()
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """Where the earliest open transaction began; None when none is open."""
+        return next(iter(self.ongoing_txns.values()), None)
 
     # --- the append path -----------------------------------------------------
 
-    def check(self, batches: list[tuple[int, BatchHeader]]) -> BatchMetadata | None:
+    def check(self, batches: list[tuple[int, BatchHeader]], from_coordinator: bool = False) -> BatchMetadata | None:
         """Validate batches about to be appended, in order, before any of them is.
 
         Returns the stored original when the (single) batch is a retry, in
         which case nothing may be appended. Raises a ProducerStateError
-        subclass for a batch that must be refused.
+        subclass for a batch that must be refused. The group coordinator's
+        own writes for a producer (transactional offset commits) have no
+        client sequence to check, only the epoch.
         """
         # (epoch, last sequence) per producer after the batches checked so far
         expected: dict[int, tuple[int, int]] = {}
@@ -172,6 +192,11 @@ class ProducerStateManager:
             if pid == NO_PRODUCER_ID:
                 continue
             entry = self.producers.get(pid)
+            if from_coordinator:
+                if entry is not None and hdr.producer_epoch < entry.producer_epoch:
+                    raise InvalidProducerEpoch(f"producer {pid} sent epoch {hdr.producer_epoch}, "
+                                               f"current is {entry.producer_epoch}")
+                continue
             duplicate = None if entry is None else entry.find_duplicate(hdr)
             if duplicate is not None:
                 if len(batches) > 1:
@@ -200,13 +225,54 @@ class ProducerStateManager:
         """Record batches that were just written (headers with their offsets)."""
         for _, hdr in stored:
             if hdr.producer_id != NO_PRODUCER_ID:
-                self._add(hdr, now_ms)
+                self.add_batch(hdr, now_ms)
 
-    def _add(self, hdr: BatchHeader, now_ms: int) -> None:
+    def add_batch(self, hdr: BatchHeader, now_ms: int) -> None:
+        """Record one stored data batch of a producer."""
         entry = self.producers.get(hdr.producer_id)
         if entry is None:
             entry = self.producers[hdr.producer_id] = ProducerStateEntry(hdr.producer_id, hdr.producer_epoch)
         entry.add(hdr, now_ms)
+        if hdr.attributes & TRANSACTIONAL_BIT and entry.current_txn_first_offset == NO_TXN_OFFSET:
+            entry.current_txn_first_offset = hdr.base_offset
+            self.ongoing_txns[hdr.producer_id] = hdr.base_offset
+
+    # --- transaction markers ---------------------------------------------------
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Refuse a marker from an older producer epoch or an older coordinator than ones seen here."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpoch(
+                f"marker for producer {producer_id} with epoch {producer_epoch}, current is {entry.producer_epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFenced(
+                f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                f"already saw {entry.coordinator_epoch}")
+
+    def complete_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, now_ms: int) -> int | None:
+        """A marker of the producer was stored: its transaction here is over.
+
+        Returns the offset the transaction began at, or None if it had
+        written nothing here (a marker for a partition it only added, or a
+        marker sent again after a coordinator restart). The marker's epoch
+        may be newer: a coordinator that aborts a timed-out or fenced
+        transaction bumps the epoch, which fences the old producer here too.
+        """
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id, producer_epoch)
+        entry.update_epoch(producer_epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_append_ms = now_ms
+        first_offset = entry.current_txn_first_offset
+        if first_offset == NO_TXN_OFFSET:
+            return None
+        entry.current_txn_first_offset = NO_TXN_OFFSET
+        del self.ongoing_txns[producer_id]
+        return first_offset
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle for ``expiration_ms`` (producer.id.expiration.ms); returns how many."""
@@ -231,16 +297,19 @@ class ProducerStateManager:
             if older < offset:
                 (self.directory / snapshot_name(older)).unlink(missing_ok=True)
 
-    def load(self, log_end: int, headers_from: Callable[[int], Iterator[BatchHeader]], now_ms: int) -> list[str]:
-        """Rebuild the state from the newest usable snapshot and the batches after it; returns repairs.
+    def clear(self) -> None:
+        self.producers = {}
+        self.ongoing_txns = OrderedDict()
 
-        ``headers_from(offset)`` yields the log's batch headers from ``offset``
-        on (the log start when there is no snapshot). Snapshots past the log
-        end (the log was truncated after they were written) and corrupt ones
-        are deleted.
+    def load_snapshot(self, log_end: int) -> tuple[int, list[str]]:
+        """Restore the newest usable snapshot: (its offset, 0 without one; repairs).
+
+        The owner then replays the batches from that offset on (add_batch,
+        complete_txn). Snapshots past the log end (the log was truncated after
+        they were written) and corrupt ones are deleted.
         """
         repairs = []
-        self.producers = {}
+        self.clear()
         start = 0
         for offset in reversed(self.snapshot_offsets()):
             path = self.directory / snapshot_name(offset)
@@ -256,10 +325,10 @@ class ProducerStateManager:
                 continue
             start = offset
             break
-        for hdr in headers_from(start):
-            if hdr.producer_id != NO_PRODUCER_ID:
-                self._add(hdr, now_ms)
-        return repairs
+        open_txns = sorted((e.current_txn_first_offset, pid) for pid, e in self.producers.items()
+                           if e.current_txn_first_offset != NO_TXN_OFFSET)
+        self.ongoing_txns = OrderedDict((pid, first) for first, pid in open_txns)
+        return start, repairs
 
 
 def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:

@@ -1,4 +1,4 @@
-"""One segment of a partition log: a .log file of record batches and its two indexes."""
+"""One segment of a partition log: a .log file of record batches, its two indexes and its aborted transactions."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Iterator, NamedTuple
 from protocol.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptRecord, check_batch, read_header
 from storage.errors import CorruptIndex
 from storage.index import OffsetIndex, TimeIndex
+from storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -81,6 +82,10 @@ class LogSegment:
         except OSError:
             os.close(self._fd)
             raise
+        # filled and loaded by the log, which knows the producer state the entries come from
+        self.txn_index = TransactionIndex(directory / file_name(base_offset, TXN_INDEX_SUFFIX))
+        if create:
+            self.txn_index.delete()  # left over from an earlier segment at this offset
         self.created_ms = now_ms
         self._reset_tracking()
 
@@ -146,16 +151,19 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self.seal()
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         os.close(self._fd)
 
     def delete(self) -> None:
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         os.close(self._fd)
         self.log_path.unlink(missing_ok=True)
 
@@ -226,10 +234,19 @@ class LogSegment:
         for _, hdr, chunk, at in self._scan(position, self.size, whole=True, chunk_size=BATCH_CHUNK):
             yield hdr, chunk[at : at + hdr.size]
 
-    def headers(self, position: int = 0) -> Iterator[BatchHeader]:
-        """Every batch header from ``position`` to the current end (the producer-state rebuild needs no more)."""
-        for _, hdr, _, _ in self._scan(position, self.size):
-            yield hdr
+    def headers(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every batch from ``position`` to the current end (the producer-state rebuild)."""
+        for at, hdr, _, _ in self._scan(position, self.size):
+            yield at, hdr
+
+    def read_batch(self, position: int, hdr: BatchHeader) -> bytes:
+        return os.pread(self._fd, hdr.size, position)
+
+    def offset_at(self, position: int) -> int:
+        """The base offset of the batch starting at ``position``; the next offset at the end."""
+        if position >= self.size:
+            return self.next_offset
+        return read_header(os.pread(self._fd, HEADER_SIZE, position)).base_offset
 
     def rolling_timestamp(self) -> int:
         """When the segment counts as started for segment.ms: its first batch's timestamp, as in Kafka."""

@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import logging
 import uuid
+from typing import Callable
 
 from broker.errors import ErrorCode
 
@@ -434,12 +435,49 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, error)
         if member_id in group.members:
             self._schedule_session_timeout(group, group.members[member_id])
+        return self._store(offsets, lambda valid: self.manager.store_offsets(group, valid))
+
+    def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                           instance_id: str | None, generation_id: int,
+                           offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: offsets that count once the producer's transaction commits.
+
+        The member and generation are checked only when given (KIP-447), so a
+        producer whose consumer is not in a group can commit too."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
+        if group.is_static_member_fenced(instance_id, member_id):
+            error = ErrorCode.FENCED_INSTANCE_ID
+        elif member_id != UNKNOWN_MEMBER_ID and member_id not in group.members:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        else:
+            return self._store(offsets, lambda valid: self.manager.store_txn_offsets(
+                group, producer_id, producer_epoch, valid))
+        return dict.fromkeys(offsets, error)
+
+    def _store(self, offsets: dict[TopicPartition, CommittedOffset],
+               store: Callable[[dict[TopicPartition, CommittedOffset]], ErrorCode]) -> dict[TopicPartition, ErrorCode]:
+        """Store the offsets whose metadata fits offset.metadata.max.bytes; one error per partition."""
         limit = self.config["offset.metadata.max.bytes"]
         results = {tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp, c in offsets.items() if len(c.metadata) > limit}
         valid = {tp: c for tp, c in offsets.items() if tp not in results}
         if valid:
-            results.update(dict.fromkeys(valid, self.manager.store_offsets(group, valid)))
+            results.update(dict.fromkeys(valid, store(valid)))
         return results
+
+    def offsets_partition(self, group_id: str) -> int:
+        """The partition of __consumer_offsets that holds the group."""
+        return self.manager.partition_for(group_id)
+
+    def complete_txn_offsets(self, offsets_partition: int, producer_id: int, committed: bool) -> None:
+        """The producer's marker landed in a partition of __consumer_offsets: its offsets
+        there become the committed ones, or are dropped."""
+        for group in self.groups.values():
+            if producer_id in group.pending_txn_offsets and self.offsets_partition(group.group_id) == offsets_partition:
+                group.complete_txn_offsets(producer_id, committed)
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool
                       ) -> list[tuple[TopicPartition, CommittedOffset | None, ErrorCode]]:

@@ -14,8 +14,18 @@ import logging
 from typing import Callable, Iterable
 
 from broker.errors import ErrorCode
-from protocol.records import CONTROL_COMMIT, BatchHeader, CorruptRecord, Record, build_batch, iter_records, read_header
-from storage.errors import RecordBatchTooLarge
+from broker.internal_topics import open_internal_topic, partition_for
+from protocol.records import (
+    CONTROL_COMMIT,
+    BatchHeader,
+    CorruptRecord,
+    Record,
+    build_batch,
+    iter_records,
+    read_control_marker,
+    read_header,
+)
+from storage.errors import InvalidProducerEpoch, RecordBatchTooLarge
 from storage.log_manager import LogManager
 
 from . import records
@@ -34,17 +44,13 @@ class GroupMetadataManager:
         self.num_partitions = config["offsets.topic.num.partitions"]
 
     def partition_for(self, group_id: str) -> int:
-        return records.partition_for(group_id, self.num_partitions)
+        return partition_for(group_id, self.num_partitions)
 
     # ---- loading ----------------------------------------------------------------
 
     def load(self) -> dict[str, GroupMetadata]:
         """Create __consumer_offsets if missing, then replay every partition of it."""
-        topic = self.logs.topic(OFFSETS_TOPIC)
-        if topic is None:
-            topic = self.logs.create_topic(OFFSETS_TOPIC, self.num_partitions, {"cleanup.policy": "compact"})
-            log.info("created %s with %d partitions", OFFSETS_TOPIC, topic.num_partitions)
-        # an existing topic keeps its partition count: groups must stay where their records are
+        topic = open_internal_topic(self.logs, OFFSETS_TOPIC, self.num_partitions)
         self.num_partitions = topic.num_partitions
         groups: dict[str, GroupMetadata] = {}
         for partition in range(topic.num_partitions):
@@ -64,18 +70,33 @@ class GroupMetadataManager:
 
     def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, CommittedOffset]) -> ErrorCode:
         """Append the commits as one batch; on success they become the group's committed offsets."""
+        error, stored = self._append_offsets(group.group_id, offsets)
+        group.offsets.update(stored)
+        return error
+
+    def store_txn_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
+                          offsets: dict[TopicPartition, CommittedOffset]) -> ErrorCode:
+        """Append the commits as one batch of the producer's transaction; they stay pending
+        until its marker in this partition."""
+        error, stored = self._append_offsets(group.group_id, offsets, (producer_id, producer_epoch))
+        if stored:
+            group.stage_txn_offsets(producer_id, stored)
+        return error
+
+    def _append_offsets(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset],
+                        producer: tuple[int, int] | None = None) -> tuple[ErrorCode, dict]:
+        """(error, the commits as stored: empty unless the error is NONE)."""
         entries = list(offsets.items())
         batch = [
-            (records.offset_commit_key(group.group_id, topic, partition), records.offset_commit_value(c))
+            (records.offset_commit_key(group_id, topic, partition), records.offset_commit_value(c))
             for (topic, partition), c in entries
         ]
-        error, first_offset = self._append(group.group_id, batch)
+        error, first_offset = self._append(group_id, batch, producer)
         if error == ErrorCode.MESSAGE_TOO_LARGE:
-            return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-        if error == ErrorCode.NONE:
-            for i, (tp, c) in enumerate(entries):
-                group.offsets[tp] = c._replace(record_offset=first_offset + i)
-        return error
+            return ErrorCode.INVALID_COMMIT_OFFSET_SIZE, {}
+        if error != ErrorCode.NONE:
+            return error, {}
+        return error, {tp: c._replace(record_offset=first_offset + i) for i, (tp, c) in enumerate(entries)}
 
     def remove(self, group: GroupMetadata, partitions: list[TopicPartition], group_tombstone: bool) -> ErrorCode:
         """Tombstones for the group's offsets of ``partitions`` (and for the group itself)."""
@@ -90,19 +111,27 @@ class GroupMetadataManager:
                 group.offsets.pop(tp, None)
         return error
 
-    def _append(self, group_id: str, batch_records: list[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int]:
-        """(error, offset of the first record) of appending one batch to the group's partition."""
+    def _append(self, group_id: str, batch_records: list[tuple[bytes, bytes | None]],
+                producer: tuple[int, int] | None = None) -> tuple[ErrorCode, int]:
+        """(error, offset of the first record) of appending one batch to the group's partition,
+        a transactional batch of ``producer`` (id, epoch) if one is given."""
         partition = self.partition_for(group_id)
         log_ = self.logs.log(OFFSETS_TOPIC, partition)
         if log_ is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
-        buf = bytearray(build_batch(batch_records))
+        if producer is None:
+            buf = bytearray(build_batch(batch_records))
+        else:
+            buf = bytearray(build_batch(batch_records, producer_id=producer[0], producer_epoch=producer[1],
+                                        base_sequence=0, transactional=True))
         if len(buf) > self.config["message.max.bytes"]:
             return ErrorCode.MESSAGE_TOO_LARGE, -1
         try:
-            first, _ = log_.append(buf, [(0, read_header(buf))], now_ms())
+            first, _ = log_.append(buf, [(0, read_header(buf))], now_ms(), from_coordinator=producer is not None)
         except RecordBatchTooLarge:
             return ErrorCode.MESSAGE_TOO_LARGE, -1
+        except InvalidProducerEpoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH, -1
         except OSError as exc:
             log.error("append to %s failed: %s", log_.name, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
@@ -122,13 +151,13 @@ def replay_partition(name: str, batches: Iterable[tuple[BatchHeader, bytes]]) ->
     for hdr, data in batches:
         try:
             if hdr.is_control:
-                committed = records.control_type(next(iter_records(data)).key) == CONTROL_COMMIT
+                committed = read_control_marker(data).type == CONTROL_COMMIT
                 for g in groups.values():
                     g.complete_txn_offsets(hdr.producer_id, committed)
                 continue
             for record in iter_records(data):
                 _replay_record(record, hdr, group, described)
-        except (CorruptRecord, records.RecordFormatError, StopIteration) as exc:
+        except (CorruptRecord, records.RecordFormatError) as exc:
             log.warning("%s: skipped unreadable batch at offset %d (%s)", name, hdr.base_offset, exc)
     return {gid: g for gid, g in groups.items() if gid in described or g.offsets or g.pending_txn_offsets}
 

@@ -9,23 +9,15 @@ the non-flexible versions 0-3 of both. A null value is a tombstone.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
+
+from broker.record_fields import I16, I32, I64, Reader, RecordFormatError, encode_string
 
 from .metadata import CommittedOffset, GroupMetadata, MemberMetadata
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-
-class RecordFormatError(ValueError):
-    """A record this broker cannot read (an unknown version, or damaged)."""
-
 
 class OffsetCommitKey(NamedTuple):
     group_id: str
@@ -49,43 +41,40 @@ class GroupRecord(NamedTuple):
 # ---- writing ------------------------------------------------------------------
 
 
-def _string(s: str | None) -> bytes:
-    if s is None:
-        return _I16.pack(-1)
-    raw = s.encode()
-    return _I16.pack(len(raw)) + raw
-
-
 def _bytes(b: bytes) -> bytes:
-    return _I32.pack(len(b)) + b
+    return I32.pack(len(b)) + b
 
 
 def offset_commit_key(group_id: str, topic: str, partition: int) -> bytes:
-    return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + _string(group_id) + _string(topic) + _I32.pack(partition)
+    return I16.pack(OFFSET_COMMIT_KEY_VERSION) + encode_string(group_id) + encode_string(topic) + I32.pack(partition)
 
 
 def group_metadata_key(group_id: str) -> bytes:
-    return _I16.pack(GROUP_METADATA_KEY_VERSION) + _string(group_id)
+    return I16.pack(GROUP_METADATA_KEY_VERSION) + encode_string(group_id)
 
 
 def offset_commit_value(c: CommittedOffset) -> bytes:
     if c.expire_timestamp is not None:  # only version 1 has room for it
         return (
-            _I16.pack(1) + _I64.pack(c.offset) + _string(c.metadata)
-            + _I64.pack(c.commit_timestamp) + _I64.pack(c.expire_timestamp)
+            I16.pack(1) + I64.pack(c.offset) + encode_string(c.metadata)
+            + I64.pack(c.commit_timestamp) + I64.pack(c.expire_timestamp)
         )
-    return _I16.pack(3) + _I64.pack(c.offset) + _I32.pack(c.leader_epoch) + _string(c.metadata) + _I64.pack(c.commit_timestamp)
+    return (
+        I16.pack(3) + I64.pack(c.offset) + I32.pack(c.leader_epoch)
+        + encode_string(c.metadata) + I64.pack(c.commit_timestamp)
+    )
 
 
 def group_metadata_value(group: GroupMetadata, assignment: dict[str, bytes]) -> bytes:
     """The group's generation with each member's subscription and its share of ``assignment``."""
-    out = bytearray(_I16.pack(GROUP_METADATA_VALUE_VERSION))
-    out += _string(group.protocol_type or "") + _I32.pack(group.generation_id)
-    out += _string(group.protocol_name) + _string(group.leader_id)
-    out += _I64.pack(group.state_timestamp) + _I32.pack(len(group.members))
+    out = bytearray(I16.pack(GROUP_METADATA_VALUE_VERSION))
+    out += encode_string(group.protocol_type or "") + I32.pack(group.generation_id)
+    out += encode_string(group.protocol_name) + encode_string(group.leader_id)
+    out += I64.pack(group.state_timestamp) + I32.pack(len(group.members))
     for m in group.members.values():
-        out += _string(m.member_id) + _string(m.group_instance_id) + _string(m.client_id) + _string(m.client_host)
-        out += _I32.pack(m.rebalance_timeout_ms) + _I32.pack(m.session_timeout_ms)
+        out += encode_string(m.member_id) + encode_string(m.group_instance_id)
+        out += encode_string(m.client_id) + encode_string(m.client_host)
+        out += I32.pack(m.rebalance_timeout_ms) + I32.pack(m.session_timeout_ms)
         out += _bytes(m.metadata(group.protocol_name)) + _bytes(assignment.get(m.member_id, b""))
     return bytes(out)
 
@@ -93,60 +82,11 @@ def group_metadata_value(group: GroupMetadata, assignment: dict[str, bytes]) -> 
 # ---- reading ------------------------------------------------------------------
 
 
-class _Reader:
-    def __init__(self, data: bytes):
-        self.data = data
-        self.pos = 0
-
-    def _fixed(self, s: struct.Struct) -> int:
-        try:
-            (v,) = s.unpack_from(self.data, self.pos)
-        except struct.error:
-            raise RecordFormatError("record ends early") from None
-        self.pos += s.size
-        return v
-
-    def int16(self) -> int:
-        return self._fixed(_I16)
-
-    def int32(self) -> int:
-        return self._fixed(_I32)
-
-    def int64(self) -> int:
-        return self._fixed(_I64)
-
-    def _take(self, n: int) -> bytes:
-        if self.pos + n > len(self.data):
-            raise RecordFormatError("field overruns the record")
-        raw = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return raw
-
-    def nullable_string(self) -> str | None:
-        n = self.int16()
-        if n < 0:
-            return None
-        try:
-            return self._take(n).decode()
-        except UnicodeDecodeError:
-            raise RecordFormatError("string is not UTF-8") from None
-
-    def string(self) -> str:
-        s = self.nullable_string()
-        if s is None:
-            raise RecordFormatError("null where a string is required")
-        return s
-
-    def bytes(self) -> bytes:
-        n = self.int32()
-        return b"" if n < 0 else self._take(n)
-
-
 def decode_key(data: bytes | None) -> OffsetCommitKey | GroupMetadataKey | None:
     """The key, or None for record types this broker does not use (newer coordinators' records)."""
     if data is None:
         raise RecordFormatError("record without a key")
-    r = _Reader(data)
+    r = Reader(data)
     version = r.int16()
     if version in (0, 1):
         return OffsetCommitKey(r.string(), r.string(), r.int32())
@@ -156,7 +96,7 @@ def decode_key(data: bytes | None) -> OffsetCommitKey | GroupMetadataKey | None:
 
 
 def decode_offset_commit_value(data: bytes, record_offset: int) -> CommittedOffset:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.int16()
     if not 0 <= version <= 3:
         raise RecordFormatError(f"offset commit value version {version}")
@@ -169,7 +109,7 @@ def decode_offset_commit_value(data: bytes, record_offset: int) -> CommittedOffs
 
 
 def decode_group_metadata_value(data: bytes) -> GroupRecord:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.int16()
     if not 0 <= version <= 3:
         raise RecordFormatError(f"group metadata value version {version}")
@@ -192,25 +132,3 @@ def decode_group_metadata_value(data: bytes) -> GroupRecord:
             protocol_type, [(protocol_name or "", subscription)], assignment,
         ))
     return GroupRecord(protocol_type, generation_id, protocol_name, leader_id, state_timestamp, members)
-
-
-def control_type(key: bytes | None) -> int:
-    """The type of a transaction marker from its control record key (version, type)."""
-    if key is None or len(key) < 4:
-        raise RecordFormatError("control record key too short")
-    return _I16.unpack_from(key, 2)[0]
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: 31-polynomial over UTF-16 code units, as a signed int32."""
-    h = 0
-    units = s.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's rule: abs(hashCode) % partitions, where abs(Integer.MIN_VALUE) is 0."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions

@@ -22,6 +22,15 @@ from . import (
     produce,
 )
 from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    describe_transactions,
+    end_txn,
+    list_transactions,
+    txn_offset_commit,
+    write_txn_markers,
+)
+from . import (
     delete_groups,
     describe_groups,
     find_coordinator,
@@ -69,6 +78,14 @@ _MODULES = [
     describe_groups,
     delete_groups,
     offset_delete,
+    # transactions
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    write_txn_markers,
+    txn_offset_commit,
+    describe_transactions,
+    list_transactions,
 ]
 
 HANDLERS: dict[int, Handler] = {

@@ -2,6 +2,8 @@
 
 from broker.errors import ErrorCode
 
+from .create_topics import MAX_PARTITIONS_PER_REQUEST
+
 API = "CreatePartitions"
 VERSIONS = (0, 3)
 
@@ -19,6 +21,16 @@ def _grow(broker, want: dict, validate_only: bool) -> dict:
     return {"name": name, "error_code": 0, "error_message": None}
 
 
+def _added(broker, want: dict) -> int:
+    topic = broker.logs.topic(want["name"])
+    return max(want["count"] - topic.num_partitions, 0) if topic else 0
+
+
 def handle(broker, request, header) -> dict:
+    topics = request["topics"]
+    if sum(_added(broker, t) for t in topics) > MAX_PARTITIONS_PER_REQUEST:
+        return {"throttle_time_ms": 0, "results": [
+            {"name": t["name"], "error_code": ErrorCode.POLICY_VIOLATION,
+             "error_message": "Unable to perform excessively large batch operation."} for t in topics]}
     return {"throttle_time_ms": 0,
-            "results": [_grow(broker, t, request["validate_only"]) for t in request["topics"]]}
+            "results": [_grow(broker, t, request["validate_only"]) for t in topics]}

@@ -8,6 +8,10 @@ from storage.catalog import validate_topic_name
 API = "CreateTopics"
 VERSIONS = (2, 7)
 
+# Kafka's controller refuses requests for more partitions than this (MAX_PARTITIONS_PER_BATCH); here it
+# also bounds how long one request keeps the broker creating directories instead of serving clients
+MAX_PARTITIONS_PER_REQUEST = 10_000
+
 
 def _create(broker, want: dict, validate_only: bool) -> dict:
     name = want["name"]
@@ -41,8 +45,19 @@ def _create(broker, want: dict, validate_only: bool) -> dict:
     return result
 
 
+def _refused(want: dict) -> dict:
+    return {"name": want["name"], "topic_id": None, "error_code": ErrorCode.POLICY_VIOLATION,
+            "error_message": "Excessively large number of partitions per request.",
+            "num_partitions": -1, "replication_factor": -1, "configs": None}
+
+
 def handle(broker, request, header) -> dict:
+    topics = request["topics"]
+    default = broker.config["num.partitions"]
+    total = sum(default if t["num_partitions"] == -1 else max(t["num_partitions"], 0) for t in topics)
+    if total > MAX_PARTITIONS_PER_REQUEST:
+        return {"throttle_time_ms": 0, "topics": [_refused(t) for t in topics]}
     return {
         "throttle_time_ms": 0,
-        "topics": [_create(broker, t, request["validate_only"]) for t in request["topics"]],
+        "topics": [_create(broker, t, request["validate_only"]) for t in topics],
     }

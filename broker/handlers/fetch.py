@@ -3,6 +3,9 @@
 Sessionless (KIP-227 session id 0): every response is full, which clients
 accept by starting a new session next time. A fetch that finds less than
 min_bytes parks until an append to one of its partitions or max_wait_ms.
+
+read_committed fetches get nothing at or past the last stable offset, and
+the aborted transactions among what they get, whose records the client drops.
 """
 
 import asyncio
@@ -13,15 +16,17 @@ from storage.errors import OffsetOutOfRange
 API = "Fetch"
 VERSIONS = (4, 17)
 
+READ_COMMITTED = 1
 
-def _partition(index, code, hw=-1, log_start=-1, records=b"") -> dict:
+
+def _partition(index, code, log_=None, records=b"", aborted=None) -> dict:
     return {
         "partition_index": index,
         "error_code": code,
-        "high_watermark": hw,
-        "last_stable_offset": hw,
-        "log_start_offset": log_start,
-        "aborted_transactions": None,
+        "high_watermark": log_.high_watermark if log_ else -1,
+        "last_stable_offset": log_.last_stable_offset if log_ else -1,
+        "log_start_offset": log_.log_start_offset if log_ else -1,
+        "aborted_transactions": aborted,
         "preferred_read_replica": -1,
         "records": records,
     }
@@ -30,6 +35,7 @@ def _partition(index, code, hw=-1, log_start=-1, records=b"") -> dict:
 def _read(broker, request) -> tuple[dict, int, list]:
     """One pass over the requested partitions: (response, bytes found, partition keys)."""
     budget = request["max_bytes"]
+    read_committed = request["isolation_level"] == READ_COMMITTED
     total = 0
     keys = []
     responses = []
@@ -45,19 +51,23 @@ def _read(broker, request) -> tuple[dict, int, list]:
                 parts.append(_partition(index, missing))
                 continue
             keys.append((topic.name, index))
-            hw = log_.log_end_offset
             offset = p["fetch_offset"]
             records = b""
-            if offset != hw and (budget > 0 or total == 0):
+            aborted = [] if read_committed else None
+            if offset != log_.high_watermark and (budget > 0 or total == 0):
                 limit = max(1, min(p["partition_max_bytes"], budget))
                 try:
-                    records = log_.read(offset, limit, max_offset=hw)
+                    if read_committed:
+                        records, aborted_txns = log_.read_committed(offset, limit)
+                        aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted_txns]
+                    else:
+                        records = log_.read(offset, limit)
                 except OffsetOutOfRange:
-                    parts.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log_.log_start_offset))
+                    parts.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, log_))
                     continue
                 budget -= len(records)
                 total += len(records)
-            parts.append(_partition(index, ErrorCode.NONE, hw, log_.log_start_offset, records))
+            parts.append(_partition(index, ErrorCode.NONE, log_, records, aborted))
         responses.append({"topic": topic.name if topic else name, "topic_id": want["topic_id"], "partitions": parts})
     error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if request["session_id"] else ErrorCode.NONE
     if error:

@@ -1,24 +1,26 @@
-"""InitProducerId: a producer id and epoch for an idempotent producer.
+"""InitProducerId: a producer id and epoch for an idempotent or transactional producer.
 
 Without a transactional id every request gets a fresh producer id at epoch 0,
 unless (v3+, KIP-360) the producer names the id and epoch it has: then the
 epoch is bumped, which fences its own older in-flight batches and lets it
 restart its sequences at 0 without losing its id. An epoch that would pass
-the int16 range gets a fresh id instead.
+the int16 range gets a fresh id instead. With a transactional id the
+transaction coordinator answers.
 """
 
 import logging
 
 from broker.errors import ErrorCode
+from broker.transaction import fenced_for_version
+from broker.transaction.metadata import MAX_EPOCH, NO_PRODUCER_EPOCH
 from protocol.records import NO_PRODUCER_ID
 
 API = "InitProducerId"
 VERSIONS = (0, 5)
 
-NO_PRODUCER_EPOCH = -1
-MAX_EPOCH = 0x7FFF
-
 log = logging.getLogger("moldau.producer_ids")
+
+PRODUCER_FENCED_SINCE = 4  # older versions are answered INVALID_PRODUCER_EPOCH instead
 
 
 def _result(code: int, producer_id: int = NO_PRODUCER_ID, epoch: int = NO_PRODUCER_EPOCH) -> dict:
@@ -26,17 +28,19 @@ def _result(code: int, producer_id: int = NO_PRODUCER_ID, epoch: int = NO_PRODUC
 
 
 def handle(broker, request, header) -> dict:
-    if request["transactional_id"] is not None:
-        # Transactions need a transaction coordinator, which this broker does not have yet.
-        # UNSUPPORTED_VERSION is fatal at once in librdkafka, the Java client and kafka-python.
-        log.info("refused InitProducerId for transactional id %r: transactions are not supported",
-                 request["transactional_id"])
-        return _result(ErrorCode.UNSUPPORTED_VERSION)
     producer_id, epoch = request["producer_id"], request["producer_epoch"]
     if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH) or epoch < NO_PRODUCER_EPOCH:
         return _result(ErrorCode.INVALID_REQUEST)
+    if request["transactional_id"] is not None:
+        error, producer_id, epoch = broker.transactions.init_producer_id(
+            request["transactional_id"], request["transaction_timeout_ms"], producer_id, epoch)
+        return _result(fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE), producer_id, epoch)
     ids = broker.producer_ids
     if ids.issued(producer_id) and epoch < MAX_EPOCH:
         return _result(ErrorCode.NONE, producer_id, epoch + 1)
     # a first request, an exhausted epoch, or an id this broker never issued
-    return _result(ErrorCode.NONE, ids.generate(), 0)
+    try:
+        return _result(ErrorCode.NONE, ids.generate(), 0)
+    except OSError as exc:  # the next block of ids could not be reserved (a full disk): clients retry this error
+        log.error("could not reserve producer ids: %s", exc)
+        return _result(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)

@@ -1,4 +1,7 @@
-"""ListOffsets: earliest, latest, max timestamp, or the first offset at a time."""
+"""ListOffsets: earliest, latest, max timestamp, or the first offset at a time.
+
+For read_committed readers (v2+), latest is the last stable offset.
+"""
 
 from broker.errors import ErrorCode
 
@@ -11,11 +14,13 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 EARLIEST_TIERED = -5
 
+READ_COMMITTED = 1
 
-def _lookup(log_, timestamp: int) -> tuple[int, int]:
+
+def _lookup(log_, timestamp: int, read_committed: bool) -> tuple[int, int]:
     """(timestamp, offset) as ListOffsets answers it; -1 for "no such record"."""
     if timestamp == LATEST:
-        return -1, log_.log_end_offset
+        return -1, log_.last_stable_offset if read_committed else log_.high_watermark
     if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_TIERED):
         return -1, log_.log_start_offset
     if timestamp == MAX_TIMESTAMP:
@@ -42,7 +47,7 @@ def handle(broker, request, header) -> dict:
                 parts.append({"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
-            ts, offset = _lookup(log_, p["timestamp"])
+            ts, offset = _lookup(log_, p["timestamp"], request["isolation_level"] == READ_COMMITTED)
             parts.append({"partition_index": index, "error_code": 0, "timestamp": ts, "offset": offset,
                           "leader_epoch": 0})
         topics.append({"name": name, "partitions": parts})

@@ -1,16 +1,22 @@
-"""Produce: validate each partition's batches and append them as they came."""
+"""Produce: validate each partition's batches and append them as they came.
+
+A transactional batch is taken only for a partition of the producer's open
+transaction: the transaction coordinator is asked first (KIP-890), so that
+nothing is written where no marker would follow.
+"""
 
 import logging
 
 from broker.broker import InvalidTopic, now_ms
 from broker.errors import ErrorCode
-from protocol.records import CorruptRecord, parse_produce_records
+from protocol.records import NO_PRODUCER_ID, BatchHeader, CorruptRecord, parse_produce_records
 from storage.errors import (
     DuplicateSequence,
     InvalidProducerEpoch,
     InvalidProducerRecord,
     OutOfOrderSequence,
     ProducerStateError,
+    RecordBatchTooLarge,
 )
 
 API = "Produce"
@@ -38,7 +44,14 @@ def _partition_result(index, code, base_offset=-1, append_time=-1, log_start=-1,
     }
 
 
-def _append(broker, topic, part: dict, now: int) -> dict:
+def _verify_transaction(broker, transactional_id: str | None, hdr: BatchHeader, tp: tuple[str, int]) -> ErrorCode:
+    error = broker.transactions.verify_partitions(transactional_id, hdr.producer_id, hdr.producer_epoch, [tp])[tp]
+    if error == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH  # as for an idempotent producer's old epoch
+    return ErrorCode.INVALID_TXN_STATE if error else ErrorCode.NONE
+
+
+def _append(broker, topic, part: dict, transactional_id: str | None, now: int) -> dict:
     index = part["index"]
     log_ = broker.logs.log(topic.name, index)
     if log_ is None:
@@ -56,11 +69,21 @@ def _append(broker, topic, part: dict, now: int) -> dict:
         return _partition_result(index, ErrorCode.MESSAGE_TOO_LARGE)
     if any(hdr.is_control for _, hdr in batches):
         return _partition_result(index, ErrorCode.INVALID_RECORD, message="clients may not write control batches")
+    txn = next((hdr for _, hdr in batches if hdr.is_transactional and hdr.producer_id != NO_PRODUCER_ID), None)
+    if txn is not None:
+        error = _verify_transaction(broker, transactional_id, txn, (topic.name, index))
+        if error:
+            log.info("refused transactional batch of producer %d for %s-%d: %s",
+                     txn.producer_id, topic.name, index, error.name)
+            return _partition_result(index, error, message="the partition is not in the producer's transaction")
     try:
         base_offset, _ = log_.append(records, batches, now)
     except ProducerStateError as exc:
         log.info("refused batch for %s-%d: %s", topic.name, index, exc)
         return _partition_result(index, _PRODUCER_STATE_ERRORS[type(exc)], message=str(exc))
+    except RecordBatchTooLarge as exc:
+        log.info("refused batch for %s-%d: %s", topic.name, index, exc)
+        return _partition_result(index, ErrorCode.RECORD_LIST_TOO_LARGE, message=str(exc))
     except OSError as exc:
         log.error("append to %s-%d failed: %s", topic.name, index, exc)
         return _partition_result(index, ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
@@ -87,7 +110,7 @@ def handle(broker, request, header):
         if topic is None:
             results = [_partition_result(p["index"], code) for p in parts]
         else:
-            results = [_append(broker, topic, p, now) for p in parts]
+            results = [_append(broker, topic, p, request["transactional_id"], now) for p in parts]
         responses.append({"name": name, "partition_responses": results})
     if acks == 0:
         return None

@@ -30,7 +30,6 @@ DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
 INVALID_REQUEST = 42
 INVALID_RECORD = 87
-UNSUPPORTED_VERSION = 35
 
 MAX_SEQUENCE = 2**31 - 1
 STREAM_PRODUCER = Path(__file__).resolve().parent.parent / "helpers" / "idempotent_stream.py"
@@ -162,10 +161,12 @@ def test_init_producer_id(broker):
         assert (code, epoch) == (NONE, 0) and fresh2 not in ids | {fresh}, "an id never issued is not bumped"
         assert init_producer_id(c, pid, -1)[0] == INVALID_REQUEST
         assert init_producer_id(c, -1, 4)[0] == INVALID_REQUEST
-        assert init_producer_id(c, transactional_id="txn")[0] == UNSUPPORTED_VERSION, "no transactions yet"
+        code, txn_pid, _ = init_producer_id(c, transactional_id="txn")
+        assert code == NONE and txn_pid not in ids | {fresh, fresh2}, "the transaction coordinator's ids are new too"
         # the oldest version, without the KIP-360 fields
         r = c.request("InitProducerId", 0, {"transactional_id": None, "transaction_timeout_ms": 60000})
-        assert r["error_code"] == NONE and r["producer_epoch"] == 0 and r["producer_id"] not in ids | {fresh, fresh2}
+        assert (r["error_code"], r["producer_epoch"]) == (NONE, 0)
+        assert r["producer_id"] not in ids | {fresh, fresh2, txn_pid}
 
 
 # --- restarts -------------------------------------------------------------------

@@ -87,6 +87,22 @@ def is_struct(field: dict) -> bool:
     return "fields" in field
 
 
+def message_fields(name: str) -> list:
+    """The message's fields, with a field typed by one of its common structs given that struct's fields."""
+    common = {s["name"]: s["fields"] for s in codec.definition(name).get("commonStructs", [])}
+
+    def inline(fields: list) -> list:
+        out = []
+        for f in fields:
+            base = f["type"].removeprefix("[]")
+            if is_struct(f) or base in common:
+                f = dict(f, fields=inline(f["fields"] if is_struct(f) else common[base]))
+            out.append(f)
+        return out
+
+    return inline(codec.definition(name)["fields"])
+
+
 def int_default(field: dict) -> int:
     raw = field.get("default")
     if field["type"] == "bool":
@@ -136,7 +152,7 @@ class SampleBuilder:
         self.counter = 0
 
     def message(self) -> dict:
-        return self.struct(codec.definition(self.name)["fields"])
+        return self.struct(message_fields(self.name))
 
     def struct(self, fields: list) -> dict:
         return {snake(f["name"]): self.value(f) for f in fields if present(f, self.version)}
@@ -192,7 +208,7 @@ def sample(name: str, version: int, variant: str = POPULATED) -> dict:
 
 def differences(name: str, version: int, expected: dict, actual: dict) -> list[str]:
     """Field-by-field differences between a sample and a decoded message."""
-    return _struct_differences(codec.definition(name)["fields"], version, expected, actual, "")
+    return _struct_differences(message_fields(name), version, expected, actual, "")
 
 
 def _struct_differences(fields: list, version: int, expected: dict, actual: dict, path: str) -> list[str]:

@@ -15,14 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.mutation import HUGE_INT32, HUGE_VARINT, OVERWRITES, mutate
 from protocol import codec, frames
 from schema_samples import advertised_versions, params, sample
 
 REQUESTS = advertised_versions(kinds=("Request",))
 VALID = {case: codec.encode_bytes(*case, sample(*case)) for case in REQUESTS}
 
-HUGE_VARINT = b"\xff\xff\xff\xff\x0f"  # 2**32 - 1: a compact length/count of ~4 billion
-HUGE_INT32 = struct.pack(">i", 0x7FFFFFFF)
 MEMORY_LIMIT = 256 << 10  # bytes a single decode may allocate on top of its input
 
 FUZZ = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -47,28 +46,11 @@ def mutations():
             st.tuples(st.just("truncate"), position, st.none()),
             st.tuples(st.just("insert"), position, st.binary(min_size=1, max_size=8)),
             st.tuples(st.just("delete"), position, st.integers(1, 8)),
-            st.tuples(st.just("overwrite"), position, st.sampled_from([HUGE_VARINT, HUGE_INT32, b"\xff", b"\x00", b"\x80\x80\x80\x80\x80\x01"])),
+            st.tuples(st.just("overwrite"), position, st.sampled_from(OVERWRITES)),
         ),
         min_size=1,
         max_size=4,
     )
-
-
-def mutate(data: bytes, edits) -> bytes:
-    buf = bytearray(data)
-    for kind, position, arg in edits:
-        at = position % (len(buf) + 1)
-        if kind == "flip" and at < len(buf):
-            buf[at] ^= arg
-        elif kind == "truncate":
-            del buf[at:]
-        elif kind == "insert":
-            buf[at:at] = arg
-        elif kind == "delete":
-            del buf[at : at + arg]
-        elif kind == "overwrite":
-            buf[at : at + len(arg)] = arg
-    return bytes(buf)
 
 
 # --- every advertised request decoder --------------------------------------------

@@ -25,7 +25,17 @@ from kafka.protocol.schemas.fields.simple import SimpleField
 
 from protocol import codec, frames, records
 from protocol.codec import snake
-from schema_samples import POPULATED, VARIANTS, advertised_versions, differences, params, present, sample, sample_records
+from schema_samples import (
+    POPULATED,
+    VARIANTS,
+    advertised_versions,
+    differences,
+    message_fields,
+    params,
+    present,
+    sample,
+    sample_records,
+)
 
 KP_MODULES = (kafka.protocol.metadata, kafka.protocol.consumer, kafka.protocol.producer, kafka.protocol.admin)
 
@@ -105,13 +115,13 @@ def _from_kp_value(kp_field, field: dict, version: int, value):
 
 def kp_message(name: str, version: int, message: dict):
     cls = kp_class(name)
-    return cls[version](**to_kp_fields(cls._struct, codec.definition(name)["fields"], version, message))
+    return cls[version](**to_kp_fields(cls._struct, message_fields(name), version, message))
 
 
 def kp_decode(name: str, version: int, data: bytes) -> dict:
     cls = kp_class(name)
     obj = cls.decode(bytes(data), version=version)
-    return from_kp_fields(cls._struct, codec.definition(name)["fields"], version, obj)
+    return from_kp_fields(cls._struct, message_fields(name), version, obj)
 
 
 # --- schema-driven: every advertised version ---------------------------------

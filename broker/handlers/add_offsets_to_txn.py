@@ -1,0 +1,20 @@
+"""AddOffsetsToTxn: a consumer group's offsets join the producer's transaction (send_offsets_to_transaction).
+
+The group's partition of __consumer_offsets becomes a partition of the
+transaction, so the commit or abort marker reaches the offsets as well.
+"""
+
+from broker.transaction import fenced_for_version
+
+API = "AddOffsetsToTxn"
+VERSIONS = (0, 4)
+
+PRODUCER_FENCED_SINCE = 2
+
+
+def handle(broker, request, header) -> dict:
+    group_id = request["group_id"]
+    error = broker.transactions.add_offsets(request["transactional_id"], request["producer_id"],
+                                            request["producer_epoch"], group_id,
+                                            broker.groups.offsets_partition(group_id))
+    return {"throttle_time_ms": 0, "error_code": fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE)}

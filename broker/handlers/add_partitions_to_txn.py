@@ -1,0 +1,51 @@
+"""AddPartitionsToTxn: partitions join a producer's transaction before it writes to them.
+
+v0-3 carry one transaction (a producer's request); v4+ a batch of them, each
+optionally verify_only: the KIP-890 question a partition leader asks before
+it takes a transactional write, answered without changing anything.
+"""
+
+from broker.errors import ErrorCode
+from broker.transaction import fenced_for_version
+
+API = "AddPartitionsToTxn"
+VERSIONS = (0, 5)
+
+PRODUCER_FENCED_SINCE = 2
+BATCHED_SINCE = 4
+
+
+def _errors(broker, version: int, transactional_id: str, producer_id: int, epoch: int, topics: list[dict],
+            verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
+    partitions = [(t["name"], p) for t in topics for p in t["partitions"]]
+    unknown = {tp for tp in partitions if broker.logs.log(*tp) is None}
+    if unknown:
+        return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in partitions}
+    coordinator = broker.transactions
+    if verify_only:
+        return coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
+    error = coordinator.add_partitions(transactional_id, producer_id, epoch, set(partitions))
+    return dict.fromkeys(partitions, fenced_for_version(error, version, PRODUCER_FENCED_SINCE))
+
+
+def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict]:
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), error in errors.items():
+        by_topic.setdefault(topic, []).append({"partition_index": partition, "partition_error_code": error})
+    return [{"name": topic, "results_by_partition": results} for topic, results in by_topic.items()]
+
+
+def handle(broker, request, header) -> dict:
+    version = header.api_version
+    if version < BATCHED_SINCE:
+        errors = _errors(broker, version, request["v3_and_below_transactional_id"],
+                         request["v3_and_below_producer_id"], request["v3_and_below_producer_epoch"],
+                         request["v3_and_below_topics"], verify_only=False)
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(errors)}
+    results = []
+    for txn in request["transactions"]:
+        errors = _errors(broker, version, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
+                         txn["topics"], txn["verify_only"])
+        results.append({"transactional_id": txn["transactional_id"], "topic_results": _topic_results(errors)})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}

@@ -1,0 +1,32 @@
+"""DescribeTransactions: the coordinator's state of transactional ids (KIP-664)."""
+
+from broker.errors import ErrorCode
+
+API = "DescribeTransactions"
+VERSIONS = (0, 0)
+
+
+def _describe(broker, transactional_id: str) -> dict:
+    txn = broker.transactions.describe(transactional_id)
+    if txn is None:
+        return {"error_code": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": transactional_id,
+                "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                "producer_id": -1, "producer_epoch": -1, "topics": []}
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(txn.partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    return {
+        "error_code": ErrorCode.NONE,
+        "transactional_id": transactional_id,
+        "transaction_state": txn.state.wire_name,
+        "transaction_timeout_ms": txn.timeout_ms,
+        "transaction_start_time_ms": txn.start_ms,
+        "producer_id": txn.producer_id,
+        "producer_epoch": txn.producer_epoch,
+        "topics": [{"topic": topic, "partitions": partitions} for topic, partitions in by_topic.items()],
+    }
+
+
+def handle(broker, request, header) -> dict:
+    return {"throttle_time_ms": 0,
+            "transaction_states": [_describe(broker, t) for t in request["transactional_ids"]]}

@@ -1,0 +1,45 @@
+"""TxnOffsetCommit: a consumer group's offsets, written inside the producer's transaction.
+
+They are stored in __consumer_offsets at once but count only from the
+transaction's commit marker on; an abort drops them. The producer must have
+added the group's partition (AddOffsetsToTxn) to its open transaction.
+"""
+
+from broker.broker import now_ms
+from broker.errors import ErrorCode
+from broker.group import OFFSETS_TOPIC
+from broker.group.metadata import CommittedOffset
+
+from .group_partitions import partition_errors, requested_partitions
+
+API = "TxnOffsetCommit"
+VERSIONS = (0, 5)
+
+
+def _verify(broker, request) -> ErrorCode:
+    """Whether the producer's open transaction holds the group's offsets partition."""
+    if not request["group_id"]:
+        return ErrorCode.INVALID_GROUP_ID
+    partition = (OFFSETS_TOPIC, broker.groups.offsets_partition(request["group_id"]))
+    error = broker.transactions.verify_partitions(request["transactional_id"], request["producer_id"],
+                                                  request["producer_epoch"], [partition])[partition]
+    # what a write of a stale epoch to the offsets partition says; clients take it as fenced
+    return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
+
+
+def handle(broker, request, header) -> dict:
+    now = now_ms()
+    known, errors = requested_partitions(broker, request["topics"])
+    offsets = {
+        tp: CommittedOffset(p["committed_offset"], p["committed_leader_epoch"], p["committed_metadata"] or "", now)
+        for tp, p in known
+    }
+    if offsets:
+        error = _verify(broker, request)
+        if error:
+            errors.update(dict.fromkeys(offsets, error))
+        else:
+            errors.update(broker.groups.commit_txn_offsets(
+                request["group_id"], request["producer_id"], request["producer_epoch"], request["member_id"],
+                request["group_instance_id"], request["generation_id"], offsets))
+    return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}

@@ -1,0 +1,40 @@
+"""The coordinators' internal topics (__consumer_offsets, __transaction_state), and where a key lives in one.
+
+A group or a transactional id lives in partition abs(key.hashCode()) %
+partitions, with Java's String.hashCode -- Kafka's rule, so that tools
+reading these topics find a key where Kafka would put it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from storage.catalog import TopicMetadata
+from storage.log_manager import LogManager
+
+log = logging.getLogger("moldau.broker")
+
+
+def open_internal_topic(logs: LogManager, name: str, num_partitions: int) -> TopicMetadata:
+    """The topic, created compacted with ``num_partitions`` if missing. An existing one keeps
+    its partition count: keys must stay in the partitions their records are in."""
+    topic = logs.topic(name)
+    if topic is None:
+        topic = logs.create_topic(name, num_partitions, {"cleanup.policy": "compact"})
+        log.info("created %s with %d partitions", name, topic.num_partitions)
+    return topic
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: 31-polynomial over UTF-16 code units, as a signed int32."""
+    h = 0
+    units = s.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(key: str, num_partitions: int) -> int:
+    """abs(hashCode) % partitions, where abs(Integer.MIN_VALUE) is 0 (Kafka's Utils.abs)."""
+    h = java_string_hash(key)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions

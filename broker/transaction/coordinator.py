@@ -1,0 +1,275 @@
+"""TransactionCoordinator: Kafka's transaction protocol (KIP-98) for every transactional id, on this broker.
+
+InitProducerId gives a transactional id its producer id and a new epoch,
+fencing older incarnations; an open transaction of one of them is aborted
+first (the new one is told CONCURRENT_TRANSACTIONS and retries).
+AddPartitionsToTxn and AddOffsetsToTxn make the transaction Ongoing over a
+growing set of partitions. EndTxn writes PrepareCommit or PrepareAbort and
+answers once that is in __transaction_state; the markers then go out to
+every partition (TransactionMarkerChannelManager), and CompleteCommit or
+CompleteAbort is written when all are in. Until then the next transactional
+request of that id gets CONCURRENT_TRANSACTIONS.
+
+Two loop timers do the housekeeping: transactions open longer than their
+timeout are aborted with the epoch bumped (so the zombie producer is
+fenced), and ids idle for transactional.id.expiration.ms are removed with a
+tombstone. After a restart, a transaction found in PrepareCommit or
+PrepareAbort has its markers sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from broker.errors import ErrorCode
+from broker.group import OFFSETS_TOPIC
+from broker.group.metadata import now_ms
+from broker.producer_ids import ProducerIdManager
+from protocol.records import NO_PRODUCER_ID
+from storage.log_manager import LogManager
+
+from .markers import BrokerChannel, TransactionMarkerChannelManager
+from .metadata import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    COMPLETED,
+    NO_PRODUCER_EPOCH,
+    ONGOING,
+    PREPARE_ABORT,
+    PREPARE_COMMIT,
+    PREPARING,
+    TopicPartition,
+    TransactionMetadata,
+    TransactionState,
+    TxnTransitMetadata,
+)
+from .state_manager import TransactionStateManager
+
+# The leader epoch of __transaction_state's partitions, which is what Kafka calls the
+# coordinator epoch; a single broker never changes leaders, so it stays 0.
+COORDINATOR_EPOCH = 0
+COMPLETE_RETRY_S = 1.0
+
+log = logging.getLogger("moldau.transaction")
+
+
+def fenced_for_version(error: ErrorCode, version: int, fenced_since: int) -> ErrorCode:
+    """Clients of request versions before ``fenced_since`` know PRODUCER_FENCED (KIP-588)
+    only as INVALID_PRODUCER_EPOCH."""
+    if error == ErrorCode.PRODUCER_FENCED and version < fenced_since:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error
+
+
+class TransactionCoordinator:
+    def __init__(self, logs: LogManager, config, producer_ids: ProducerIdManager,
+                 partition_leader: Callable[[str, int], int | None], notify_append: Callable[[str, int], None]):
+        self.config = config
+        self.producer_ids = producer_ids
+        self.partition_leader = partition_leader
+        self.state_manager = TransactionStateManager(logs, config, notify_append)
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self.markers: TransactionMarkerChannelManager | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    def load(self) -> None:
+        """Replay __transaction_state; done before the broker accepts connections."""
+        self.transactions = self.state_manager.load()
+        log.info("loaded %d transactional ids from %d partitions of __transaction_state",
+                 len(self.transactions), self.state_manager.num_partitions)
+
+    def start(self, channel: BrokerChannel) -> None:
+        """Finish what a crash interrupted and arm the housekeeping timers (on the running loop)."""
+        self.markers = TransactionMarkerChannelManager(channel, self.partition_leader)
+        for txn in self.transactions.values():
+            if txn.state in PREPARING:
+                log.info("completing %r after a restart: sending its markers again", txn)
+                self._write_markers(txn)
+        self._schedule(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                       self._abort_timed_out_transactions)
+        self._schedule(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+                       self._remove_expired_transactional_ids)
+
+    # ---- InitProducerId -----------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, expected_producer_id: int,
+                         expected_epoch: int) -> tuple[ErrorCode, int, int]:
+        """(error, producer id, epoch); ``expected_producer_id`` -1 when the producer names none (KIP-360)."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if not 0 < timeout_ms <= self.config["transaction.max.timeout.ms"]:
+            return ErrorCode.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        expected = None if expected_producer_id < 0 else expected_epoch
+        txn = self.transactions.get(transactional_id)
+        now = now_ms()
+        if txn is None:
+            txn = TransactionMetadata(transactional_id, self.producer_ids.generate(), NO_PRODUCER_EPOCH, timeout_ms)
+            transit = txn.prepare_epoch_bump(timeout_ms, None, now)
+        elif txn.state in PREPARING:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        elif expected is not None and expected_producer_id != txn.producer_id:
+            return ErrorCode.PRODUCER_FENCED, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        elif txn.state == ONGOING:
+            # The previous incarnation left a transaction open: abort it first. The caller retries
+            # on CONCURRENT_TRANSACTIONS and then gets an epoch above the fenced one.
+            log.info("aborting the open transaction of %r for a new InitProducerId", txn)
+            error = self._prepare_end(txn, txn.prepare_fenced_abort(now))
+            return (error or ErrorCode.CONCURRENT_TRANSACTIONS), NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        elif txn.epoch_exhausted and expected in (None, txn.producer_epoch):
+            transit = txn.prepare_producer_id_rotation(self.producer_ids.generate(), timeout_ms, now)
+        else:
+            transit = txn.prepare_epoch_bump(timeout_ms, expected, now)
+            if transit is None:
+                return ErrorCode.PRODUCER_FENCED, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        error = self._write(txn, transit, now)
+        if error:
+            return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        self.transactions[transactional_id] = txn
+        return ErrorCode.NONE, txn.producer_id, txn.producer_epoch
+
+    # ---- the transaction's partitions --------------------------------------------
+
+    def _producer(self, transactional_id: str, producer_id: int, epoch: int
+                  ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        """The id's metadata if the request comes from its current producer."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, None
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
+        if txn.producer_epoch != epoch:
+            return ErrorCode.PRODUCER_FENCED, None
+        return ErrorCode.NONE, txn
+
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: set[TopicPartition]) -> ErrorCode:
+        error, txn = self._producer(transactional_id, producer_id, epoch)
+        if error:
+            return error
+        if txn.state in PREPARING:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if txn.state == ONGOING and partitions <= txn.partitions:
+            return ErrorCode.NONE
+        now = now_ms()
+        return self._write(txn, txn.prepare_add_partitions(partitions, now), now)
+
+    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
+                    offsets_partition: int) -> ErrorCode:
+        """AddOffsetsToTxn: the group's partition of __consumer_offsets joins the transaction."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        return self.add_partitions(transactional_id, producer_id, epoch, {(OFFSETS_TOPIC, offsets_partition)})
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                          partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """Whether the producer's open transaction holds each partition (KIP-890's verification).
+
+        Asked before a transactional batch or offset commit is written, so a
+        producer cannot write where the coordinator would send no marker.
+        """
+        error, txn = self._producer(transactional_id, producer_id, epoch)
+        if not error and txn.state in PREPARING:
+            error = ErrorCode.CONCURRENT_TRANSACTIONS
+        if error:
+            return dict.fromkeys(partitions, error)
+        return {tp: ErrorCode.NONE if tp in txn.partitions else ErrorCode.INVALID_TXN_STATE for tp in partitions}
+
+    # ---- EndTxn --------------------------------------------------------------------
+
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> ErrorCode:
+        error, txn = self._producer(transactional_id, producer_id, epoch)
+        if error:
+            return error
+        wanted = (PREPARE_COMMIT, COMPLETE_COMMIT) if committed else (PREPARE_ABORT, COMPLETE_ABORT)
+        if txn.state == ONGOING:
+            return self._prepare_end(txn, txn.prepare_end(committed, now_ms()))
+        if txn.state == wanted[0]:
+            return ErrorCode.CONCURRENT_TRANSACTIONS  # a retry while the markers are on their way
+        if txn.state == wanted[1]:
+            return ErrorCode.NONE  # a retry of an EndTxn that completed
+        log.info("EndTxn(%s) for %r refused", "commit" if committed else "abort", txn)
+        return ErrorCode.INVALID_TXN_STATE
+
+    def _prepare_end(self, txn: TransactionMetadata, transit: TxnTransitMetadata) -> ErrorCode:
+        """Write PrepareCommit or PrepareAbort; once it is in the log, send the markers."""
+        error = self._write(txn, transit, transit.last_update_ms)
+        if not error:
+            self._write_markers(txn)
+        return error
+
+    def _write_markers(self, txn: TransactionMetadata) -> None:
+        task = asyncio.get_running_loop().create_task(self._complete(
+            txn, txn.producer_id, txn.producer_epoch, txn.state == PREPARE_COMMIT, txn.partitions))
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    async def _complete(self, txn: TransactionMetadata, producer_id: int, epoch: int, committed: bool,
+                        partitions: frozenset[TopicPartition]) -> None:
+        await self.markers.write_markers(producer_id, epoch, committed, COORDINATOR_EPOCH, partitions)
+        while True:
+            now = now_ms()
+            error = self._write(txn, txn.prepare_complete(now), now)
+            if not error:
+                break
+            log.error("could not write the completion of %r (%s); retrying", txn, error.name)
+            await asyncio.sleep(COMPLETE_RETRY_S)
+        log.info("%s %r (%d partitions)", "committed" if committed else "aborted", txn, len(partitions))
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("sending transaction markers failed", exc_info=task.exception())
+
+    def _write(self, txn: TransactionMetadata, transit: TxnTransitMetadata, now: int) -> ErrorCode:
+        """Append the change to __transaction_state; it takes effect only once it is there."""
+        error = self.state_manager.append(txn.transactional_id, transit, now)
+        if error:
+            log.error("could not write %s of %r: %s", transit.state.wire_name, txn, error.name)
+        else:
+            txn.complete_transition(transit)
+        return error
+
+    # ---- housekeeping ----------------------------------------------------------------
+
+    def _schedule(self, interval_ms: int, check: Callable[[], None]) -> None:
+        def run() -> None:
+            check()
+            self._schedule(interval_ms, check)
+
+        asyncio.get_running_loop().call_later(interval_ms / 1000, run)
+
+    def _abort_timed_out_transactions(self) -> None:
+        now = now_ms()
+        for txn in list(self.transactions.values()):
+            if txn.state == ONGOING and now - txn.start_ms > txn.timeout_ms:
+                log.info("aborting %r: open for %d ms, its timeout is %d ms", txn, now - txn.start_ms, txn.timeout_ms)
+                self._prepare_end(txn, txn.prepare_fenced_abort(now))
+
+    def _remove_expired_transactional_ids(self) -> None:
+        now = now_ms()
+        expiration = self.config["transactional.id.expiration.ms"]
+        for transactional_id, txn in list(self.transactions.items()):
+            if txn.state in COMPLETED and now - txn.last_update_ms >= expiration:
+                if not self.state_manager.append(transactional_id, None, now):
+                    del self.transactions[transactional_id]
+                    log.info("removed transactional id %s, unused for %d ms",
+                             transactional_id, now - txn.last_update_ms)
+
+    # ---- DescribeTransactions, ListTransactions ---------------------------------------
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        return self.transactions.get(transactional_id)
+
+    def list_transactions(self, states: set[TransactionState] | None, producer_ids: set[int],
+                          min_duration_ms: int) -> list[TransactionMetadata]:
+        """Ids matching every filter given: one of ``states`` (None: any), one of ``producer_ids``
+        (empty: any), open longer than ``min_duration_ms`` (negative: any)."""
+        now = now_ms()
+        return [
+            txn for txn in self.transactions.values()
+            if (states is None or txn.state in states)
+            and (not producer_ids or txn.producer_id in producer_ids)
+            and (min_duration_ms < 0 or (txn.state not in COMPLETED and now - txn.start_ms > min_duration_ms))
+        ]

@@ -1,0 +1,109 @@
+"""TransactionIndex: the aborted transactions whose abort marker lies in one segment.
+
+The file ``<base>.txnindex`` holds Kafka's AbortedTxn entries, 34 bytes each,
+big-endian: version (int16, 0), producer id, first offset, last offset (the
+offset of the abort marker) and the last stable offset right after the abort.
+Entries are appended as markers are written, so they are sorted by last
+offset, and a read_committed fetch finds the ones overlapping what it returns
+by bisection. The file is created with its first entry: most segments never
+get one. All entries are also kept in memory.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from bisect import bisect_left
+from pathlib import Path
+from typing import NamedTuple
+
+from storage.errors import CorruptIndex
+
+TXN_INDEX_SUFFIX = ".txnindex"
+ABORTED_TXN_VERSION = 0
+
+_ENTRY = struct.Struct(">hqqqq")
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+def _last_offset(entry: AbortedTxn) -> int:
+    return entry.last_offset
+
+
+class TransactionIndex:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: list[AbortedTxn] = []
+        self._fd: int | None = None
+        self._dirty = False
+
+    def load(self) -> None:
+        """Read the file, if there is one; raises CorruptIndex if it is not a sorted list of entries."""
+        if not self.path.exists():
+            self.entries = []
+            return
+        data = self.path.read_bytes()
+        if len(data) % _ENTRY.size:
+            raise CorruptIndex(f"{self.path.name}: {len(data)} bytes is not a whole number of entries")
+        entries: list[AbortedTxn] = []
+        for version, producer_id, first, last, lso in _ENTRY.iter_unpack(data):
+            if version != ABORTED_TXN_VERSION:
+                raise CorruptIndex(f"{self.path.name}: entry version {version}")
+            if first > last or (entries and last < entries[-1].last_offset):
+                raise CorruptIndex(f"{self.path.name}: entries out of order at offset {last}")
+            entries.append(AbortedTxn(producer_id, first, last, lso))
+        self.entries = entries
+
+    def append(self, entry: AbortedTxn) -> None:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(self._fd, _ENTRY.pack(ABORTED_TXN_VERSION, *entry))
+        self.entries.append(entry)
+        self._dirty = True
+
+    def truncate_from(self, offset: int) -> None:
+        """Drop the entries whose marker is at or after ``offset``."""
+        keep = bisect_left(self.entries, offset, key=_last_offset)
+        if keep == len(self.entries):
+            return
+        del self.entries[keep:]
+        if self.entries:
+            os.truncate(self.path, keep * _ENTRY.size)
+        else:
+            self.delete()
+
+    def collect(self, start: int, end: int, into: list[AbortedTxn]) -> bool:
+        """Add the entries overlapping offsets [start, end) to ``into``.
+
+        True when no later entry, here or in a later segment, can overlap:
+        a transaction aborted later that began before ``end`` would have
+        held this entry's last stable offset below ``end``.
+        """
+        for entry in self.entries[bisect_left(self.entries, start, key=_last_offset) :]:
+            if entry.first_offset < end:
+                into.append(entry)
+            if entry.last_stable_offset >= end:
+                return True
+        return False
+
+    def flush(self) -> None:
+        if self._dirty and self._fd is not None:
+            os.fsync(self._fd)
+        self._dirty = False
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+        self.entries = []
+        self._dirty = False

@@ -1,0 +1,170 @@
+"""For the pipeline tests: topics read with a plain consumer, totals computed in plain Python, the job as a process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+from helpers.kafka import admin, consumer, topic_partitions
+from pipeline.events import WINDOW_MS, Event
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+Record = tuple  # (partition, offset, key, value)
+
+
+def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed", *, timeout: float = 60.0) -> list[Record]:
+    """Every record of ``topic`` that ``isolation`` shows, partition by partition in offset order.
+
+    Reads each partition to its end-of-partition event, which under
+    read_committed comes at the last stable offset. Transaction markers are
+    never returned, nor under read_committed aborted records, so offsets can
+    have gaps.
+    """
+    partitions = sorted(topic_partitions(admin(bootstrap), topic))
+    c, errors = consumer(bootstrap, isolation_level=isolation, enable_partition_eof=True)
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        got: list[Record] = []
+        pending = set(partitions)
+        deadline = time.monotonic() + timeout
+        while pending:
+            assert time.monotonic() < deadline, f"{topic}: {pending} not read to their end in {timeout}s; {errors[:3]}"
+            for m in c.consume(1000, 0.5):
+                err = m.error()
+                if err is None:
+                    got.append((m.partition(), m.offset(), m.key(), m.value()))
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(m.partition())
+                else:
+                    raise AssertionError(f"consumer error on {topic}[{m.partition()}]: {err}")
+        return sorted(got, key=lambda r: (r[0], r[1]))
+    finally:
+        c.close()
+
+
+def topic_values(bootstrap: str, topic: str, isolation: str = "read_committed") -> Counter:
+    return Counter(value for _, _, _, value in read_topic(bootstrap, topic, isolation))
+
+
+def wait_for_output(bootstrap: str, topic: str, records: int, running: Callable[[], None], timeout: float) -> None:
+    """Poll ``topic`` until it holds ``records`` output records; ``running`` fails the test if the job died."""
+    deadline = time.monotonic() + timeout
+    while sum(output_totals(read_topic(bootstrap, topic)).values()) < records:
+        running()
+        assert time.monotonic() < deadline, f"{topic}: fewer than {records} output records after {timeout}s"
+        time.sleep(2)
+
+
+def expected_totals(events: list[Event]) -> Counter:
+    """(key, window start, window end, count, amount) of each window, aggregated here without Spark.
+
+    A Counter, so that comparing with the output also catches a window written twice.
+    """
+    sums: dict[tuple[str, int], list[int]] = {}
+    for e in events:
+        start = e.ts - e.ts % WINDOW_MS
+        total = sums.setdefault((e.key, start), [0, 0])
+        total[0] += 1
+        total[1] += e.amount
+    return Counter((key, start, start + WINDOW_MS, n, amount) for (key, start), (n, amount) in sums.items())
+
+
+def output_totals(records: list[Record]) -> Counter:
+    """The job's output records in the shape of ``expected_totals``; the record key must match the value's."""
+    totals = Counter()
+    for _, _, key, value in records:
+        t = json.loads(value)
+        assert key == t["key"].encode(), f"record key {key!r} differs from its value {t}"
+        totals[(t["key"], t["window_start"], t["window_end"], t["count"], t["amount"])] += 1
+    return totals
+
+
+class JobProcess:
+    """``moldau pipeline run`` as a process of its own: the driver, its JVM and Spark's Python workers.
+
+    PySpark's worker daemon moves itself into a process group of its own, so
+    ``kill`` finds the whole tree through /proc and SIGKILLs every process in
+    it at once, like a machine that loses power.
+    """
+
+    def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None):
+        self.args = args
+        self.log_path = log_path
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self._log_start = 0
+
+    def start(self) -> "JobProcess":
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "broker", "pipeline", "run", *self.args],
+                                         cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         env=self.env, start_new_session=True)
+        return self
+
+    def log(self) -> str:
+        """What this run (since its start) wrote."""
+        with open(self.log_path, "rb") as f:
+            f.seek(self._log_start)
+            return f.read().decode("utf-8", "replace")
+
+    def wait_for_log(self, pattern: str, timeout: float) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while True:
+            match = re.search(pattern, self.log())
+            if match:
+                return match
+            self.running()
+            assert time.monotonic() < deadline, f"no log line matching {pattern!r} in {timeout}s\n{self.tail()}"
+            time.sleep(0.5)
+
+    def running(self) -> None:
+        assert self.proc.poll() is None, f"the job exited with {self.proc.returncode}\n{self.tail()}"
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log().splitlines()[-lines:])
+
+    def kill(self) -> None:
+        for pid in _process_tree(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM, as Ctrl-C would: the job stops its query and exits; returns the exit code."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.kill()  # whatever is left, if anything
+
+    def cleanup(self) -> None:
+        if self.proc is not None:
+            self.kill()
+
+
+def _process_tree(root: int) -> list[int]:
+    """``root`` and every process descended from it, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, ...
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree

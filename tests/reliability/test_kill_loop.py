@@ -1,0 +1,58 @@
+"""kill -9 loop: real clients keep working while the broker is killed and restarted at random moments.
+
+The producers and consumer-group members of helpers.reliability.PLAN run as
+`verify.workloads` processes, each journaling what it was acknowledged or
+processed. After the last restart the producers are stopped, the group
+catches up, and `moldau verify` must find every acknowledged record exactly
+once, in order, and no committed group offset past an unprocessed record.
+
+MOLDAU_CHAOS_CYCLES sets the number of kills (3 in `make test`, 25 in
+`make chaos`); MOLDAU_CHAOS_SEED replays a run's kill moments.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+
+from helpers.groups import GROUP_BROKER
+from helpers.reliability import PLAN, PARTITIONS, WorkloadRun, budget, record_result
+
+CYCLES = budget(3, 25, "MOLDAU_CHAOS_CYCLES")
+# small segments: rolls, producer-state snapshots and index entries all through the run
+BROKER = {**GROUP_BROKER, "log.segment.bytes": 512 * 1024}
+
+
+@pytest.mark.timeout(budget(240, 1800))
+def test_acknowledged_records_survive_kill_9_loop(start_broker, tmp_path):
+    seed = int(os.environ.get("MOLDAU_CHAOS_SEED", time.time_ns() % 1_000_000))
+    rng = random.Random(seed)
+    print(f"kill loop: {CYCLES} cycles, seed {seed}")
+    b = start_broker(BROKER)
+    started = time.monotonic()
+    run = WorkloadRun(b, tmp_path / "journal")
+    for cycle in range(CYCLES):
+        run.wait_for_progress(f"in broker run {cycle + 1}")
+        time.sleep(rng.uniform(0.0, 2.5))
+        b.kill()
+        time.sleep(rng.uniform(0.0, 0.5))
+        b.restart()
+    run.wait_for_progress("after the last restart")
+    verdict = run.finish()
+
+    assert b.returncodes.count(-9) == CYCLES
+    stats = verdict["stats"]
+    assert stats["acks"] > 1000 * CYCLES and stats["group_partitions"] == PARTITIONS, stats
+    record_result(
+        "kill_loop",
+        cycles=CYCLES,
+        seed=seed,
+        workloads=[w.name for w in PLAN],
+        records_checked=stats["read_committed"],
+        acks_checked=stats["acks"],
+        violations=verdict["violations"],
+        seconds=round(time.monotonic() - started, 1),
+    )

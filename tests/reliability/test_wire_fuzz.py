@@ -1,0 +1,217 @@
+"""Wire fuzzing: mutated real requests against a running broker, with a well-behaved client alongside.
+
+The corpus is every request a confluent-kafka session sent (captured by a
+relay the broker advertises: admin, an idempotent lz4 producer, a consumer
+group that commits) plus a sample of every advertised API version built from
+the schemas. Each input is one corpus request with 1-4 byte-level edits
+(helpers.mutation), re-framed with its new length, or -- one time in ten --
+sent with a damaged length prefix and a half-close. For a fixed time budget
+the broker must answer or close each input, never die, never log an
+unexpected handler exception, and keep answering a bystander connection
+promptly; afterwards real clients still produce and consume.
+
+CreateTopics and CreatePartitions are left out of the corpus: a mutated
+partition count is a valid request for thousands of partitions, which is
+slow admin work rather than bad input (their limit has its own test in
+test_resource_limits.py).
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from helpers import wire
+from helpers.groups import GROUP_BROKER
+from helpers.kafka import consumer, create_topic, flush, make_messages, produce, produce_one, producer, read_from
+from helpers.mutation import mutate, random_edits
+from helpers.reliability import budget, peak_rss_mib, record_result
+from protocol import frames
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "protocol"))  # the schema-built samples of the protocol tests
+from schema_samples import VARIANTS, advertised_versions, sample  # noqa: E402
+
+TOPIC = "fuzz-target"
+SECONDS = budget(20, 300, "MOLDAU_CHAOS_FUZZ_SECONDS")
+ANSWER_TIMEOUT = 1.0  # an input neither answered nor closed by then is dropped (a long poll, acks=0)
+WORST_BYSTANDER_LATENCY = 5.0
+LEFT_OUT = {frames.API_KEYS["CreateTopics"], frames.API_KEYS["CreatePartitions"]}
+
+
+class CaptureRelay:
+    """A TCP relay in front of a broker that keeps every request frame clients send through it."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.upstream_port = 0
+        self.frames: list[bytes] = []
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream_port))
+            self._sockets += [client, server]
+            threading.Thread(target=self._relay, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._relay, args=(server, client, False), daemon=True).start()
+
+    def _relay(self, source: socket.socket, sink: socket.socket, requests: bool) -> None:
+        pending = bytearray()
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+                if requests:
+                    pending += data
+                    while len(pending) >= 4 and len(pending) >= 4 + (size := struct.unpack_from(">i", pending)[0]):
+                        self.frames.append(bytes(pending[: 4 + size]))
+                        del pending[: 4 + size]
+        except OSError:
+            pass
+        finally:
+            sink.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        for s in self._sockets:
+            s.close()
+
+
+def capture_client_session(start_broker) -> list[bytes]:
+    """The request frames of a confluent-kafka session: admin, idempotent producer, group consumer."""
+    relay = CaptureRelay()
+    b = start_broker(GROUP_BROKER, {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{relay.port}"})
+    relay.upstream_port = b.port
+    try:
+        bootstrap = f"127.0.0.1:{relay.port}"
+        create_topic(bootstrap, TOPIC, partitions=3)
+        p, _ = producer(bootstrap, enable_idempotence=True, compression_type="lz4", linger_ms=20)
+        produce(p, TOPIC, make_messages(300, 3, seed=8))
+        flush(p)
+        c, _ = consumer(bootstrap, group_id="fuzz-capture", auto_offset_reset="earliest", enable_auto_offset_store=True)
+        c.subscribe([TOPIC])
+        deadline, got = time.monotonic() + 30, 0
+        while got < 300 and time.monotonic() < deadline:
+            got += sum(m.error() is None for m in c.consume(500, 0.5))
+        c.commit(asynchronous=False)
+        c.close()
+        assert got == 300, f"capture session consumed {got} of 300 records"
+    finally:
+        relay.close()
+        b.stop()
+    return relay.frames
+
+
+def schema_samples() -> list[bytes]:
+    """A request of every advertised API version, in each sample variant."""
+    return [frames.encode_request(name[: -len("Request")], version, 7, "fuzz", sample(name, version, variant))
+            for name, version in advertised_versions(kinds=("Request",)) for variant in VARIANTS]
+
+
+class Bystander(threading.Thread):
+    """A well-behaved connection: ApiVersions and Metadata every 50 ms, timing each round trip."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.client = wire.WireClient(port, timeout=30)
+        self.stopped = threading.Event()
+        self.round_trips = 0
+        self.worst = 0.0
+        self.error: str | None = None
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            started = time.monotonic()
+            try:
+                wire.api_versions_roundtrip(self.client.sock, self.round_trips)
+                self.client.request("Metadata", 1, {"topics": [{"name": TOPIC}]})
+            except Exception as exc:  # any failure is the finding; the test reports it
+                self.error = repr(exc)
+                return
+            self.worst = max(self.worst, time.monotonic() - started)
+            self.round_trips += 1
+            self.stopped.wait(0.05)
+
+
+def send_one(port: int, sock: socket.socket | None, data: bytes, half_close: bool) -> tuple[str, socket.socket | None]:
+    """Send one input; (answered | closed | silent, the connection to reuse or None)."""
+    sock = sock or wire.connect(port, timeout=ANSWER_TIMEOUT)
+    try:
+        sock.sendall(data)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        wire.recv_frame(sock)
+        if not half_close:
+            return "answered", sock
+        outcome = "answered"
+    except socket.timeout:
+        outcome = "silent"
+    except (ConnectionError, OSError):
+        outcome = "closed"
+    sock.close()
+    return outcome, None
+
+
+def fuzz(port: int, corpus: list[bytes], rng: random.Random, seconds: float) -> Counter:
+    outcomes: Counter = Counter()
+    sock = None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        frame = rng.choice(corpus)
+        edits = random_edits(rng)
+        if rng.random() < 0.1:  # the length prefix is fair game too; the half-close ends a short frame
+            outcome, _ = send_one(port, None, mutate(frame, edits), half_close=True)
+        else:
+            payload = mutate(frame[4:], edits)
+            outcome, sock = send_one(port, sock, struct.pack(">i", len(payload)) + payload, half_close=False)
+        outcomes[outcome] += 1
+    if sock is not None:
+        sock.close()
+    return outcomes
+
+
+@pytest.mark.timeout(budget(180, 900))
+def test_fuzzed_requests_never_stall_other_clients(start_broker):
+    corpus = [f for f in capture_client_session(start_broker) + schema_samples()
+              if struct.unpack_from(">h", f, 4)[0] not in LEFT_OUT]
+    captured_apis = {frames.API_NAMES.get(struct.unpack_from(">h", f, 4)[0]) for f in corpus}
+    assert {"Produce", "Fetch", "JoinGroup", "SyncGroup", "OffsetCommit", "InitProducerId"} <= captured_apis
+
+    b = start_broker()
+    create_topic(b.bootstrap, TOPIC, partitions=3)
+    p, _ = producer(b.bootstrap)
+    produce(p, TOPIC, make_messages(300, 3, seed=9))
+    flush(p)
+    seed = random.randrange(1 << 30)
+    print(f"fuzzing for {SECONDS}s with seed {seed}")
+    bystander = Bystander(b.port)
+    bystander.start()
+    outcomes = fuzz(b.port, corpus, random.Random(seed), SECONDS)
+    bystander.stopped.set()
+    bystander.join(35)
+
+    assert b.alive(), f"the broker died while fuzzed (seed {seed}):\n{b.log_tail(40)}"
+    assert bystander.error is None, f"the bystander connection failed (seed {seed}): {bystander.error}"
+    assert bystander.round_trips > 0 and bystander.worst < WORST_BYSTANDER_LATENCY, (
+        f"bystander: {bystander.round_trips} round trips, worst {bystander.worst:.2f}s (seed {seed})")
+    failures = b.log_text().count("handler failed")
+    assert failures == 0, f"{failures} unexpected handler exceptions (seed {seed}):\n{b.log_tail(60)}"
+    # real clients are served as before
+    offset = produce_one(p, TOPIC, 0, b"after", b"fuzzing")
+    assert read_from(b.bootstrap, TOPIC, 0, offset, offset + 1)[0][2] == b"fuzzing"
+    peak = peak_rss_mib(b.pid)
+    record_result("wire_fuzz", seconds=SECONDS, seed=seed, corpus=len(corpus), inputs=sum(outcomes.values()),
+                  outcomes=dict(outcomes), bystander_round_trips=bystander.round_trips,
+                  bystander_worst_seconds=round(bystander.worst, 3), broker_peak_rss_mib=round(peak, 1))
