@@ -7,7 +7,7 @@ nothing is written where no marker would follow.
 
 import logging
 
-from broker.broker import InvalidTopic, now_ms
+from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
 from broker.errors import ErrorCode
 from protocol.records import NO_PRODUCER_ID, BatchHeader, CorruptRecord, parse_produce_records
 from storage.errors import (
@@ -100,6 +100,9 @@ def handle(broker, request, header):
         name = topic_data["name"]
         parts = topic_data["partition_data"]
         try:
+            # the coordinators own the internal topics; clients may not write them
+            if name in INTERNAL_TOPICS:
+                raise InvalidTopic(f"{name} is internal")
             topic = broker.topic_for_write(name)
         except InvalidTopic:
             topic, code = None, ErrorCode.INVALID_TOPIC_EXCEPTION

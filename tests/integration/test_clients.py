@@ -598,3 +598,18 @@ def test_invalid_topic_names_are_rejected(broker):
     assert sorted(p.name for p in broker.data_dir.iterdir() if not p.name.startswith((".", "__")) and p.is_dir()) == []
     # the longest legal name works
     create_topic(broker.bootstrap, "y" * 249, partitions=1)
+
+
+def test_clients_cannot_write_internal_topics(broker):
+    """__consumer_offsets and __transaction_state belong to the coordinators: Produce gets INVALID_TOPIC_EXCEPTION."""
+    c, _ = consumer(broker.bootstrap)
+    for topic in ("__consumer_offsets", "__transaction_state"):
+        before = watermarks(c, topic, 0)
+        p, _ = producer(broker.bootstrap, retries=0, message_timeout_ms=5000)
+        errors = []
+        p.produce(topic, value=b"forged", partition=0, on_delivery=lambda err, msg: errors.append(err))
+        p.flush(10)
+        assert len(errors) == 1 and errors[0] is not None, f"{topic}: forged write was acknowledged"
+        assert errors[0].code() == KafkaError.TOPIC_EXCEPTION, f"{topic}: {errors[0]}"
+        assert watermarks(c, topic, 0) == before
+    c.close()
