@@ -96,7 +96,7 @@ class JobProcess:
 
     PySpark's worker daemon moves itself into a process group of its own, so
     ``kill`` finds the whole tree through /proc and SIGKILLs every process in
-    it at once, like a machine that loses power.
+    it, like a machine that loses power.
     """
 
     def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None):

@@ -43,7 +43,7 @@ def generate(bootstrap: str, topic: str, first: int, count: int, *extra: str) ->
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(360)
 def test_output_is_exactly_once_after_sigkill_and_restart(start_broker, tmp_path):
     broker = start_broker()
     source, sink = "events", "event-totals"
