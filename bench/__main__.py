@@ -16,6 +16,7 @@ import datetime
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -190,6 +191,9 @@ class Bench:
             proc.wait()
         finally:
             watchdog.cancel()
+            if proc.poll() is None:  # the run itself is being stopped
+                proc.kill()
+                proc.wait()
         if proc.returncode < 0:
             return failed(f"the client did not finish within {timeout_s:.0f} s")
         results = [line for line in lines if line.startswith(b"{")]
@@ -250,6 +254,8 @@ def start_servers(names: list[str], workdir: Path) -> list[Target]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # a SIGTERM must still run the finally below, which stops the servers this run started
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rows = select(plan(args.quick), args.rows)
     if args.list:
         print("\n".join(r.id for r in rows))

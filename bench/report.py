@@ -20,8 +20,8 @@ def number(value) -> str:
     """About three significant digits, thousands separated; n/a for a missing value."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
-    if isinstance(value, int):
-        return f"{value:,}"
+    if isinstance(value, int) or value == 0:
+        return f"{value:,.0f}"
     size = abs(value)
     if size >= 1000:
         return f"{value:,.0f}"
@@ -139,7 +139,7 @@ def targets(result: dict) -> str:
         if row["kind"] in ("produce", "consume"):
             out.append(_check(f"{row['id']} vs Tansu", ratio(row, "tansu"), 1.0, True, "x",
                               max(mine, spread(row, "tansu"))))
-            if "KiB" in row["id"]:
+            if row["params"]["size"] >= 1024:  # the ceiling target is for 1 KiB messages
                 out.append(_check(f"{row['id']} vs ceiling", ratio(row, "ceiling"), 0.5, True, "x",
                                   max(mine, spread(row, "ceiling"))))
         elif row["kind"] == "latency":
@@ -193,6 +193,6 @@ def chart(result: dict, path: Path) -> None:
     meta = result["meta"]
     fig.suptitle(f"Moldau vs Tansu vs wire ceiling — {meta['started']}, {meta['cpu_count']} cores, "
                  f"load {meta['load_avg_start'][0]:.1f} at start{' (quick mode)' if meta['quick'] else ''}")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=90)
     plt.close(fig)

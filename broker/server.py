@@ -25,6 +25,9 @@ from .loopback import LoopbackChannel
 log = logging.getLogger("moldau.server")
 
 _MAX_QUEUED_FRAMES = 16
+# answers collected before they go to the transport: past this the transport's flow control
+# (pause_writing) must get a say, or a client that never reads has every queued request answered in memory
+_OUTBOX_LIMIT = 64 * 1024
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -34,6 +37,8 @@ class KafkaConnection(asyncio.Protocol):
         self.drop_response = drop_response
         self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
         self.queue: deque = deque()
+        self.outbox: list = []  # response buffers not yet handed to the transport
+        self.outbox_bytes = 0
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = ""
@@ -97,6 +102,7 @@ class KafkaConnection(asyncio.Protocol):
             except Exception:
                 log.exception("handler failed; closing connection from %s", self.peer)
                 self.close("internal error")
+        self._flush()
         self._update_reading()
 
     def _handle(self, frame):
@@ -136,11 +142,24 @@ class KafkaConnection(asyncio.Protocol):
         self._process()
 
     def send(self, name: str, version: int, correlation_id: int, body: dict) -> None:
+        # collected and written once per pass over the queue: one socket write for
+        # many pipelined responses is most of the per-request cost saved
         if not self.closed:
-            self.transport.writelines(response_chunks(name, version, correlation_id, body))
+            chunks = response_chunks(name, version, correlation_id, body)
+            self.outbox.extend(chunks)
+            self.outbox_bytes += sum(map(len, chunks))
+            if self.outbox_bytes >= _OUTBOX_LIMIT:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self.outbox:
+            self.transport.writelines(self.outbox)
+            self.outbox = []
+            self.outbox_bytes = 0
 
     def close(self, reason: str) -> None:
         if not self.closed:
+            self._flush()  # answers to the requests before the bad one still go out
             log.warning("closing connection from %s: %s", self.peer, reason)
             self.closed = True
             self.queue.clear()

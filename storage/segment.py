@@ -216,7 +216,7 @@ class LogSegment:
                 return position, hdr
         return None
 
-    def read(self, position: int, max_bytes: int, end_position: int) -> bytes:
+    def read(self, position: int, max_bytes: int, end_position: int) -> bytes | memoryview:
         """Whole batches from ``position``, at most ``max_bytes`` of them unless the
         first batch alone is larger (it is always returned), never past ``end_position``."""
         limit = end_position - position
@@ -227,7 +227,8 @@ class LogSegment:
         if first > len(data):
             return os.pread(self._fd, min(first, limit), position)
         end = whole_batches_length(data)
-        return data if end == len(data) else data[:end]
+        # a view, not a slice: the tail is dropped without copying a megabyte again
+        return data if end == len(data) else memoryview(data)[:end]
 
     def batches(self, position: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every batch from ``position`` to the current end, with its bytes."""

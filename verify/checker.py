@@ -14,7 +14,9 @@ the journal says was acknowledged, committed, aborted and processed:
 - hidden: a non-transactional record below the last stable offset is missing
   from read_committed, or read_committed shows a record read_uncommitted lacks;
 - offset-ahead: a consumer group committed an offset past a record none of
-  its members processed;
+  its members processed, or past the last stable offset;
+- lost also: a consume-transform-produce group committed past an input
+  record whose copy is not visible in its output topic;
 - unreadable: a record that is not in the workload format.
 
 Every check reads the read_committed view, which is what applications see.
@@ -32,7 +34,16 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartit
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from .workload import ABORT, COMMIT, JournalContents, TopicPartition, WorkloadRecord, decode_value, read_journal
+from .workload import (
+    ABORT,
+    COMMIT,
+    JournalContents,
+    TopicPartition,
+    WorkloadRecord,
+    copy_producer,
+    decode_value,
+    read_journal,
+)
 
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 EXAMPLES = 5  # examples listed per kind of violation
@@ -50,7 +61,6 @@ class VerifyError(Exception):
 class View:
     """One isolation level's reading of the topics: rows and end offset per partition."""
 
-    isolation: str
     rows: dict[TopicPartition, list[Row]]
     ends: dict[TopicPartition, int]
 
@@ -62,7 +72,7 @@ class View:
 @dataclass
 class Verdict:
     violations: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    stats: dict[str, int] = field(default_factory=Counter)
+    stats: Counter = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
 
     def violate(self, kind: str, detail: str) -> None:
@@ -95,7 +105,8 @@ class Verdict:
             f"  acknowledged:  {s['acks']} records checked",
             f"  transactions:  {s['txn_committed']} committed, {s['txn_aborted']} aborted, "
             f"{s['txn_in_doubt']} in doubt",
-            f"  groups:        {s['groups']} ({s['group_partitions']} committed partition offsets checked)",
+            f"  groups:        {s['groups']} ({s['group_partitions']} committed partition offsets checked, "
+            f"{s['copies']} copies)",
             f"  violations:    {self.violation_count}",
         ]
         for kind, found in sorted(self.violations.items()):
@@ -154,7 +165,7 @@ def read_view(bootstrap: str, topics: set[str], isolation: str, timeout: float) 
                         pending.discard(key)
                 else:
                     raise VerifyError(f"{isolation} read of {key[0]}[{key[1]}] failed: {error}")
-        return View(isolation, rows, ends)
+        return View(rows, ends)
     finally:
         consumer.close()
 
@@ -211,15 +222,15 @@ def _check_acks(journal: JournalContents, positions, verdict: Verdict) -> None:
     verdict.stats["acks"] = len(journal.acks)
 
 
-def _transaction_records(view: View) -> tuple[Counter, dict[tuple[str, str], int]]:
-    """Records visible per (producer, txn), and each transaction's size as its records state it."""
+def _transaction_records(view: View) -> tuple[Counter, dict[str, int]]:
+    """Records visible per transaction, and each transaction's size as its records state it."""
     visible: Counter = Counter()
     sizes = {}
     for rows in view.rows.values():
         for _, record, _ in rows:
             if record is not None and record.txn is not None:
-                visible[(record.producer, record.txn)] += 1
-                sizes[(record.producer, record.txn)] = record.txn_size
+                visible[record.txn] += 1
+                sizes[record.txn] = record.txn_size
     return visible, sizes
 
 
@@ -228,7 +239,7 @@ def _check_transactions(journal: JournalContents, committed: View, uncommitted: 
     sizes.update(_transaction_records(uncommitted)[1])
     for key in sorted(set(journal.txns) | set(sizes)):
         outcome, size = journal.txns.get(key, (None, sizes.get(key, 0)))
-        name = f"{key[0]} transaction {key[1]}"
+        name = f"transaction {key}"
         count = visible[key]
         verdict.stats[{COMMIT: "txn_committed", ABORT: "txn_aborted"}.get(outcome, "txn_in_doubt")] += 1
         if outcome == ABORT and count:
@@ -257,20 +268,49 @@ def _check_views_agree(committed: View, uncommitted: View, verdict: Verdict) -> 
                                           "transactional but read_committed skips it")
 
 
+def _group_offsets(group: str, offsets: dict[str, dict[TopicPartition, int]], committed: View, verdict: Verdict,
+                   topic: str | None = None):
+    """The group's committed offsets (only those of ``topic`` if given); one past the last stable offset is a
+    violation."""
+    for tp, commit in sorted(offsets.get(group, {}).items()):
+        if topic is not None and tp[0] != topic:
+            continue
+        verdict.stats["group_partitions"] += 1
+        end = committed.ends.get(tp, 0)
+        if commit > end:
+            verdict.violate("offset-ahead", f"group {group} committed {_where(tp, commit)}, past the last stable "
+                                            f"offset {end}")
+        yield tp, commit
+
+
 def _check_groups(journal: JournalContents, committed: View, offsets: dict[str, dict[TopicPartition, int]],
                   verdict: Verdict) -> None:
     for group, processed in sorted(journal.processed.items()):
         verdict.stats["groups"] += 1
-        for tp, commit in sorted(offsets.get(group, {}).items()):
-            verdict.stats["group_partitions"] += 1
+        for tp, commit in _group_offsets(group, offsets, committed, verdict):
             done = processed.get(tp, set())
             skipped = next((o for o, _, _ in committed.rows.get(tp, []) if o < commit and o not in done), None)
             if skipped is not None:
                 verdict.violate("offset-ahead", f"group {group} committed {_where(tp, commit)} but never "
                                                 f"processed offset {skipped}")
-            elif commit > committed.ends.get(tp, 0):
-                verdict.violate("offset-ahead", f"group {group} committed {_where(tp, commit)}, past the "
-                                                f"last stable offset {committed.ends.get(tp, 0)}")
+
+
+def _check_copies(journal: JournalContents, committed: View, positions, offsets: dict[str, dict[TopicPartition, int]],
+                  verdict: Verdict) -> None:
+    for copy in sorted(journal.copies):
+        verdict.stats["groups"] += 1
+        for tp, commit in _group_offsets(copy.group, offsets, committed, verdict, copy.input):
+            for offset, record, _ in committed.rows.get(tp, []):
+                if offset >= commit:
+                    break
+                if record is None:
+                    continue  # reported as unreadable
+                copied = (copy_producer(copy.group, record.producer), record.seq)
+                if any(topic == copy.output for (topic, _), _ in positions.get(copied, [])):
+                    verdict.stats["copies"] += 1
+                else:
+                    verdict.violate("lost", f"{_where(tp, offset)}: group {copy.group} committed past "
+                                            f"{record.producer}#{record.seq}, but {copy.output} has no copy of it")
 
 
 def check(journal: JournalContents, committed: View, uncommitted: View,
@@ -285,6 +325,7 @@ def check(journal: JournalContents, committed: View, uncommitted: View,
     _check_transactions(journal, committed, uncommitted, verdict)
     _check_views_agree(committed, uncommitted, verdict)
     _check_groups(journal, committed, group_offsets, verdict)
+    _check_copies(journal, committed, positions, group_offsets, verdict)
     for producer, end in sorted(journal.ends.items()):
         if end["failed"] or end["sent"] != end["acked"]:
             verdict.notes.append(f"{producer} sent {end['sent']}, {end['acked']} acknowledged, {end['failed']} failed")
@@ -301,7 +342,8 @@ def verify(bootstrap: str, journal_dir: Path, timeout: float = 60.0) -> Verdict:
         raise VerifyError(f"no journal in {journal_dir} names a topic")
     committed = read_view(bootstrap, journal.topics, READ_COMMITTED, timeout)
     uncommitted = read_view(bootstrap, journal.topics, READ_UNCOMMITTED, timeout)
-    group_offsets = read_group_offsets(bootstrap, sorted(journal.processed), timeout)
+    groups = set(journal.processed) | {copy.group for copy in journal.copies}
+    group_offsets = read_group_offsets(bootstrap, sorted(groups), timeout)
     return check(journal, committed, uncommitted, group_offsets)
 
 

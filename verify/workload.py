@@ -7,9 +7,10 @@ checker can read a topic back with any client and know what each record is::
 
 - ``producer`` and ``seq``: who wrote it and its number in that producer's
   stream (0, 1, 2, ...; unique per producer);
-- ``txn`` and ``txn_size``: the transaction it belongs to (unique per
-  producer) and how many records that transaction wrote across all its
-  partitions, or null and 0 outside transactions;
+- ``txn`` and ``txn_size``: the transaction it belongs to (an id unique in
+  the run: its writer's name and a number) and how many records that
+  transaction wrote across all its partitions, or null and 0 outside
+  transactions;
 - ``pad``: filler to the configured record size.
 
 The journal is a directory of JSON-lines files, one per workload process, each
@@ -18,12 +19,15 @@ line appended only after the event it records happened:
 - ``{"kind": "topic", "topic": T}``: the workload writes to or reads T;
 - ``{"kind": "ack", "producer": P, "seq": S, "topic": T, "partition": N, "offset": O}``:
   the broker acknowledged record (P, S) at that offset;
-- ``{"kind": "txn", "producer": P, "txn": X, "outcome": "commit" | "abort", "size": N}``:
-  the producer committed or aborted transaction X of N records (CommitTransaction
-  or AbortTransaction returned);
+- ``{"kind": "txn", "txn": X, "outcome": "commit" | "abort", "size": N}``:
+  transaction X of N records was committed or aborted (CommitTransaction or
+  AbortTransaction returned);
 - ``{"kind": "group", "group": G}``: the workload consumes in consumer group G;
 - ``{"kind": "processed", "group": G, "topic": T, "partition": N, "offset": O}``:
   a member of G processed that record, before committing past it;
+- ``{"kind": "copy", "group": G, "input": T, "output": U}``: group G copies
+  each record (P, S) of T to U as (``G/P``, S), in the transaction that
+  commits its offsets (consume-transform-produce);
 - ``{"kind": "end", "producer": P, "sent": N, "acked": N, "failed": N}``: the
   producer stopped; how many records it produced and how their delivery ended.
 
@@ -48,6 +52,17 @@ class WorkloadRecord(NamedTuple):
     seq: int
     txn: str | None = None
     txn_size: int = 0
+
+
+def copy_producer(group: str, producer: str) -> str:
+    """The producer name consume-transform-produce group ``group`` gives its copies of ``producer``'s records."""
+    return f"{group}/{producer}"
+
+
+class Copy(NamedTuple):
+    group: str
+    input: str
+    output: str
 
 
 def encode_value(record: WorkloadRecord, size: int = 0) -> bytes:
@@ -96,10 +111,11 @@ class JournalContents:
     topics: set[str] = field(default_factory=set)
     # (producer, seq) -> (topic, partition, offset)
     acks: dict[tuple[str, int], tuple[str, int, int]] = field(default_factory=dict)
-    # (producer, txn) -> (outcome, size)
-    txns: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+    # txn -> (outcome, size)
+    txns: dict[str, tuple[str, int]] = field(default_factory=dict)
     # group -> (topic, partition) -> offsets processed
     processed: dict[str, dict[TopicPartition, set[int]]] = field(default_factory=lambda: defaultdict(dict))
+    copies: set[Copy] = field(default_factory=set)
     # producer -> {"sent": n, "acked": n, "failed": n}
     ends: dict[str, dict[str, int]] = field(default_factory=dict)
     conflicts: list[str] = field(default_factory=list)  # the journal contradicting itself
@@ -111,12 +127,15 @@ class JournalContents:
         elif kind == "ack":
             self._ack(line)
         elif kind == "txn":
-            self.txns[(line["producer"], line["txn"])] = (line["outcome"], int(line["size"]))
+            self.txns[line["txn"]] = (line["outcome"], int(line["size"]))
         elif kind == "group":
             self.processed.setdefault(line["group"], {})
         elif kind == "processed":
             tp = (line["topic"], int(line["partition"]))
             self.processed[line["group"]].setdefault(tp, set()).add(int(line["offset"]))
+        elif kind == "copy":
+            self.copies.add(Copy(line["group"], line["input"], line["output"]))
+            self.topics.update((line["input"], line["output"]))
         elif kind == "end":
             self.ends[line["producer"]] = {k: int(line[k]) for k in ("sent", "acked", "failed")}
 

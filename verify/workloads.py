@@ -8,8 +8,8 @@ Fault tests start several of them against a broker they keep breaking, stop
 them, and run ``moldau verify`` on the journal directory.
 
 ``WORKLOADS`` maps each workload's name to its function; a new kind of
-client (a transactional producer, a consume-transform-produce application)
-is one more function in it, writing the journal lines of ``verify.workload``.
+client is one more function in it, writing the journal lines of
+``verify.workload``.
 """
 
 from __future__ import annotations
@@ -23,13 +23,19 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from .workload import Journal, WorkloadRecord, encode_value
+from .workload import ABORT, COMMIT, Journal, WorkloadRecord, copy_producer, decode_value, encode_value
 
 CLIENT = {"broker.address.family": "v4", "log.connection.close": False,
           # reconnect quickly to a restarted broker
-          "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500}
+          "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
+          # Re-bootstrapping while the only broker is down replaces its handle, and a transactional
+          # producer can then wait forever on the replaced one as group coordinator (librdkafka #5511).
+          "metadata.recovery.strategy": "none"}
+# a transactional producer's records may not outlive its transaction
+TRANSACTIONAL = {"transaction.timeout.ms": 30_000, "message.timeout.ms": 30_000, "linger.ms": 5}
+CALL_TIMEOUT = 30  # seconds for each transactional API call
 
 
 class Stop:
@@ -42,6 +48,44 @@ class Stop:
 
     def _request(self, signum, frame) -> None:
         self.requested = True
+
+
+def _produce(producer: Producer, topic: str, value: bytes, partition: int, **kwargs) -> None:
+    """Queue one record, serving delivery reports while the local queue is full (the broker is away)."""
+    while True:
+        try:
+            producer.produce(topic, value=value, partition=partition, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.1)
+
+
+def _pace(producer: Producer, started: float, sent: int, rate: float) -> None:
+    """Serve callbacks until record number ``sent`` is due at ``rate`` records a second."""
+    while (wait := started + sent / rate - time.monotonic()) > 0:
+        producer.poll(min(wait, 0.1))
+
+
+def _retry(call: Callable, *args):
+    """Call a client API until it stops failing with a retriable error (the broker is restarting)."""
+    while True:
+        try:
+            return call(*args)
+        except KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise
+
+
+def _end_transaction(producer: Producer, outcome: str) -> str:
+    """Commit or abort the open transaction; returns which it was (a failed commit may have to abort)."""
+    while True:
+        try:
+            _retry(producer.commit_transaction if outcome == COMMIT else producer.abort_transaction, CALL_TIMEOUT)
+            return outcome
+        except KafkaException as exc:
+            if outcome != COMMIT or not exc.args[0].txn_requires_abort():
+                raise
+            outcome = ABORT
 
 
 def idempotent_producer(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
@@ -61,6 +105,7 @@ def idempotent_producer(args: argparse.Namespace, journal: Journal, stop: Stop) 
     def on_error(err) -> None:
         if err.fatal():
             fatal.append(str(err))
+            print(f"{args.name}: {err}", file=sys.stderr)
 
     producer = Producer({**CLIENT, "bootstrap.servers": args.bootstrap, "enable.idempotence": True,
                          "linger.ms": 5, "batch.num.messages": 100,
@@ -70,19 +115,9 @@ def idempotent_producer(args: argparse.Namespace, journal: Journal, stop: Stop) 
     started = time.monotonic()
     seq = 0
     while not stop.requested and not fatal:
-        due = started + seq / args.rate
-        wait = due - time.monotonic()
-        if wait > 0:
-            producer.poll(min(wait, 0.1))
-            continue
+        _pace(producer, started, seq, args.rate)
         value = encode_value(WorkloadRecord(args.name, seq), args.record_size)
-        try:
-            producer.produce(args.topic, value=value, partition=seq % args.partitions,
-                             on_delivery=partial(delivered, seq))
-        except BufferError:  # the local queue is full while the broker is down
-            producer.poll(0.1)
-            continue
-        producer.poll(0)
+        _produce(producer, args.topic, value, seq % args.partitions, on_delivery=partial(delivered, seq))
         seq += 1
     deadline = time.monotonic() + args.drain_timeout
     while len(producer) and not fatal and time.monotonic() < deadline:
@@ -119,9 +154,101 @@ def group_consumer(args: argparse.Namespace, journal: Journal, stop: Stop) -> in
     return 0
 
 
+def transactional_producer(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
+    """Transactions of ``--txn-size`` records spread over ``--partitions`` partitions at about ``--rate``
+    records a second; every ``--abort-every``th one is aborted on purpose. One txn line per transaction."""
+    producer = Producer({**CLIENT, **TRANSACTIONAL, "bootstrap.servers": args.bootstrap,
+                         "transactional.id": args.name})
+    journal.write("topic", topic=args.topic)
+    started = time.monotonic()
+    sent = ended = 0
+    fatal = []
+    try:
+        _retry(producer.init_transactions, CALL_TIMEOUT)
+        number = 0
+        while not stop.requested:
+            txn = f"{args.name}:{number}"
+            producer.begin_transaction()
+            for _ in range(args.txn_size):
+                _pace(producer, started, sent, args.rate)
+                record = WorkloadRecord(args.name, sent, txn, args.txn_size)
+                _produce(producer, args.topic, encode_value(record, args.record_size), sent % args.partitions)
+                sent += 1
+            wanted = ABORT if args.abort_every and number % args.abort_every == args.abort_every - 1 else COMMIT
+            if wanted == ABORT:
+                producer.flush(CALL_TIMEOUT)  # written first, so read_committed readers have something to skip
+            journal.write("txn", txn=txn, outcome=_end_transaction(producer, wanted), size=args.txn_size)
+            ended += args.txn_size
+            number += 1
+    except KafkaException as exc:  # not retriable, not abortable: the producer cannot go on
+        fatal.append(str(exc))
+        print(f"{args.name}: {exc}", file=sys.stderr)
+    journal.write("end", producer=args.name, sent=sent, acked=ended, failed=sent - ended, fatal=fatal)
+    return 1 if fatal else 0
+
+
+def _commit_consumed(producer: Producer, consumer: Consumer) -> str:
+    """Add the consumer's positions to the open transaction and commit it; returns commit or abort."""
+    positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+    try:
+        _retry(producer.send_offsets_to_transaction, positions, consumer.consumer_group_metadata(), CALL_TIMEOUT)
+    except KafkaException as exc:
+        if not exc.args[0].txn_requires_abort():  # e.g. a rebalance took the partitions away
+            raise
+        return _end_transaction(producer, ABORT)
+    return _end_transaction(producer, COMMIT)
+
+
+def _rewind(consumer: Consumer) -> None:
+    """Go back to the group's committed offsets: the input of an aborted transaction is copied again."""
+    for tp in _retry(consumer.committed, consumer.assignment(), CALL_TIMEOUT):
+        consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+
+
+def copy_app(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
+    """Consume-transform-produce, exactly once: each record of ``--topic`` is copied to the same partition
+    of ``--output`` in the transaction that also commits group ``--group``'s offsets past it."""
+    consumer = Consumer({**CLIENT, "bootstrap.servers": args.bootstrap, "group.id": args.group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed", "session.timeout.ms": 6000,
+                         "heartbeat.interval.ms": 500})
+    producer = Producer({**CLIENT, **TRANSACTIONAL, "bootstrap.servers": args.bootstrap,
+                         "transactional.id": args.name})
+    for topic in (args.topic, args.output):
+        journal.write("topic", topic=topic)
+    journal.write("copy", group=args.group, input=args.topic, output=args.output)
+    consumer.subscribe([args.topic])
+    fatal = []
+    try:
+        _retry(producer.init_transactions, CALL_TIMEOUT)
+        number = 0
+        while not stop.requested:
+            batch = [(m.partition(), decode_value(m.value())) for m in consumer.consume(500, 0.2) if m.error() is None]
+            if not batch:
+                continue
+            txn = f"{args.name}:{number}"
+            number += 1
+            producer.begin_transaction()
+            for partition, source in batch:
+                copy = WorkloadRecord(copy_producer(args.group, source.producer), source.seq, txn, len(batch))
+                _produce(producer, args.output, encode_value(copy), partition)
+            outcome = _commit_consumed(producer, consumer)
+            journal.write("txn", txn=txn, outcome=outcome, size=len(batch))
+            if outcome == ABORT:
+                _rewind(consumer)
+    except KafkaException as exc:
+        fatal.append(str(exc))
+        print(f"{args.name}: {exc}", file=sys.stderr)
+    finally:
+        consumer.close()
+    return 1 if fatal else 0
+
+
 WORKLOADS: dict[str, Callable[[argparse.Namespace, Journal, Stop], int]] = {
     "idempotent-producer": idempotent_producer,
     "group-consumer": group_consumer,
+    "transactional-producer": transactional_producer,
+    "copy-app": copy_app,
 }
 
 
@@ -138,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-timeout", type=float, default=120.0,
                         help="seconds a stopping producer waits for its last acknowledgements")
     parser.add_argument("--group", default="moldau-verify-group", help="a consumer's group id")
+    parser.add_argument("--output", help="the topic a copy app writes to")
+    parser.add_argument("--txn-size", type=int, default=5, help="records in each of a producer's transactions")
+    parser.add_argument("--abort-every", type=int, default=0,
+                        help="a transactional producer aborts every Nth transaction on purpose (0: never)")
     args = parser.parse_args(argv)
     stop = Stop()
     journal = Journal(args.journal, args.name)

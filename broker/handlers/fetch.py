@@ -86,10 +86,10 @@ async def _long_poll(broker, request, keys):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request["max_wait_ms"] / 1000
     while True:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return _read(broker, request)[0]
-        await broker.wait_for_append(keys, remaining)
+        # read before every wait: an append can land between handle() and this
+        # coroutine's first step, and its notification would otherwise be missed
         response, total, _ = _read(broker, request)
-        if total >= request["min_bytes"]:
+        remaining = deadline - loop.time()
+        if total >= request["min_bytes"] or remaining <= 0:
             return response
+        await broker.wait_for_append(keys, remaining)

@@ -40,4 +40,5 @@ def random_edits(rng: random.Random, max_edits: int = 4) -> list:
         "delete": lambda: rng.randint(1, 8),
         "overwrite": lambda: rng.choice(OVERWRITES),
     }
-    return [(kind, rng.randrange(1 << 16), arguments[kind]()) for kind in rng.choices(KINDS, k=rng.randint(1, max_edits))]
+    kinds = rng.choices(KINDS, k=rng.randint(1, max_edits))
+    return [(kind, rng.randrange(1 << 16), arguments[kind]()) for kind in kinds]

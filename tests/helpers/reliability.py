@@ -95,16 +95,19 @@ class Workload:
         return "group" in self.options
 
 
-TOPIC, PARTITIONS, GROUP = "chaos", 3, "chaos-group"
+TOPIC, COPY_TOPIC, PARTITIONS = "chaos", "chaos-copy", 3
 
 # What runs through broker outages: every kind in verify.workloads.WORKLOADS, each process
 # journaling into one directory. Producers stop first, consumers once their group caught up.
 PLAN = [
-    Workload("idempotent-producer", "idem-0", {"topic": TOPIC, "partitions": PARTITIONS, "rate": 1500}),
-    Workload("idempotent-producer", "idem-1", {"topic": TOPIC, "partitions": PARTITIONS, "rate": 1500,
+    Workload("idempotent-producer", "idem-0", {"topic": TOPIC, "partitions": PARTITIONS, "rate": 1200}),
+    Workload("idempotent-producer", "idem-1", {"topic": TOPIC, "partitions": PARTITIONS, "rate": 1200,
                                                "record_size": 1000}),
-    Workload("group-consumer", "reader-0", {"topic": TOPIC, "group": GROUP}),
-    Workload("group-consumer", "reader-1", {"topic": TOPIC, "group": GROUP}),
+    Workload("transactional-producer", "txn-0", {"topic": TOPIC, "partitions": PARTITIONS, "rate": 600,
+                                                 "txn_size": 6, "abort_every": 4}),
+    Workload("group-consumer", "reader-0", {"topic": TOPIC, "group": "chaos-readers"}),
+    Workload("group-consumer", "reader-1", {"topic": TOPIC, "group": "chaos-readers"}),
+    Workload("copy-app", "copy-0", {"topic": TOPIC, "output": COPY_TOPIC, "group": "chaos-copier"}),
 ]
 DRAIN_TIMEOUT = 120  # seconds a stopping producer may take for its last acknowledgements
 
@@ -116,7 +119,8 @@ class WorkloadRun:
         self.broker = broker
         self.journal_dir = journal_dir
         self.plan = plan
-        create_topic(broker.bootstrap, TOPIC, PARTITIONS)
+        for topic in (TOPIC, COPY_TOPIC):
+            create_topic(broker.bootstrap, topic, PARTITIONS)
         self.processes = [WorkloadProcess(w.kind, broker.bootstrap, journal_dir, w.name, **w.options) for w in plan]
 
     def wait_for_progress(self, what: str, lines: int = 100) -> None:
@@ -132,8 +136,8 @@ class WorkloadRun:
             for p, w in zip(self.processes, self.plan):
                 if not w.consumes:
                     assert p.stop(DRAIN_TIMEOUT + 30) == 0, f"{p.name} failed:\n{p.stderr_tail()}"
-            for group in {w.options["group"] for w in self.plan if w.consumes}:
-                wait_for(lambda: group_caught_up(self.broker.bootstrap, group, TOPIC, PARTITIONS), 90,
+            for group, topic in {(w.options["group"], w.options["topic"]) for w in self.plan if w.consumes}:
+                wait_for(lambda: group_caught_up(self.broker.bootstrap, group, topic, PARTITIONS), 90,
                          f"group {group} to catch up")
         finally:
             codes = {p.name: p.stop(30) for p in self.processes}

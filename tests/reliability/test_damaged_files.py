@@ -6,7 +6,8 @@ runs through restarts that each find one kind of such damage, and `moldau
 verify` must pass. Damage to the segments themselves loses what it hit: a
 corrupt batch in the middle of a segment, or a torn last batch, must cost
 exactly the records from that batch on in that partition -- nothing earlier,
-nothing in other partitions -- and the broker must say so.
+nothing in other partitions -- and the broker must say so. A torn tail of
+__transaction_state must cost no transaction its outcome.
 
 (tests/integration/test_durability.py covers torn tails of a single
 partition in detail; tests/storage covers each repair on its own.)
@@ -20,7 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
+from broker.internal_topics import partition_for
 from helpers.groups import GROUP_BROKER
 from helpers.kafka import create_topic, produce_one, producer
 from helpers.reliability import (
@@ -127,7 +130,8 @@ def flip_mid_segment(segments: list[Path]) -> tuple[int, str]:
     data[middle : middle + 8] = bytes(b ^ 0x5A for b in data[middle : middle + 8])
     segment.write_bytes(bytes(data))
     later = len(segments) - segments.index(segment) - 1
-    return hdr.base_offset, rf"truncated \d+ bytes of {segment.name} at offset {hdr.base_offset} .*deleted {later} later"
+    report = rf"truncated \d+ bytes of {segment.name} at offset {hdr.base_offset} .*deleted {later} later"
+    return hdr.base_offset, report
 
 
 def tear_last_batch(segments: list[Path]) -> tuple[int, str]:
@@ -136,6 +140,37 @@ def tear_last_batch(segments: list[Path]) -> tuple[int, str]:
     position, hdr = _batches(segment)[-1]
     segment.write_bytes(segment.read_bytes()[: position + hdr.size // 2])
     return hdr.base_offset, rf"truncated \d+ bytes of {segment.name} at offset {hdr.base_offset}"
+
+
+@pytest.mark.timeout(120)
+def test_torn_transaction_state_tail_loses_no_transaction(start_broker, tmp_path):
+    """The transaction coordinator's last state change is torn off: every transaction keeps its outcome,
+    and the transactional id can be used again."""
+    b = start_broker()
+    journal = tmp_path / "journal"
+    writer = next(w for w in PLAN if w.kind == "transactional-producer")
+    create_topic(b.bootstrap, TOPIC, PARTITIONS)
+    process = WorkloadProcess(writer.kind, b.bootstrap, journal, writer.name, **writer.options)
+    wait_for(lambda: journal_lines(journal) > 100, 60, "100 finished transactions")
+    assert process.stop(60) == 0, process.stderr_tail()
+    b.kill()
+
+    state = b.partition_dir("__transaction_state", partition_for(writer.name, 50))
+    _, report = tear_last_batch(sorted(state.glob("*.log")))
+    mark = b.log_offset()
+    b.restart()
+    line = b.wait_for_log(rf"recovery: {state.name}: {report}", since=mark)
+    # the torn record ended the last transaction: the coordinator finds it prepared and finishes it
+    b.wait_for_log(rf"completing .*{writer.name}.* after a restart", since=mark)
+    verdict = verify(b.bootstrap, journal)
+    assert verdict.ok and verdict.stats["txn_committed"] > 50, verdict.render()
+    again = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": writer.name})
+    again.init_transactions(30)
+    again.begin_transaction()
+    again.produce(TOPIC, value=b"after the repair", partition=0)
+    again.commit_transaction(30)
+    record_result("torn_transaction_state", transactions=verdict.stats["txn_committed"] + verdict.stats["txn_aborted"],
+                  violations=verdict.violation_count, broker_said=line.split(": ", 1)[-1])
 
 
 @pytest.mark.timeout(120)

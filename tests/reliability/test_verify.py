@@ -17,7 +17,7 @@ from confluent_kafka import TopicPartition
 from helpers.kafka import consumer, create_topic, produce_one, producer
 from helpers.reliability import run_verify
 from verify.checker import verify
-from verify.workload import ABORT, COMMIT, Journal, WorkloadRecord, encode_value
+from verify.workload import ABORT, COMMIT, Journal, WorkloadRecord, copy_producer, encode_value
 
 PARTITIONS = 2
 
@@ -33,12 +33,17 @@ class Scenario:
         self.producer, _ = producer(self.bootstrap)
         self.journal = Journal(self.journal_dir, "writer")
         self.journal.write("topic", topic=self.topic)
+        self.stored: list[tuple[int, int, WorkloadRecord]] = []  # (partition, offset, record) in topic
 
-    def put(self, partition: int, record: WorkloadRecord, *, ack: bool = True) -> int:
-        """Store one record; journal its acknowledgement unless ``ack`` is False."""
-        offset = produce_one(self.producer, self.topic, partition, None, encode_value(record, 50))
+    def put(self, partition: int, record: WorkloadRecord, *, ack: bool = True, topic: str | None = None) -> int:
+        """Store one record (in the scenario's topic unless told otherwise); journal its acknowledgement
+        unless ``ack`` is False."""
+        topic = topic or self.topic
+        offset = produce_one(self.producer, topic, partition, None, encode_value(record, 50))
+        if topic == self.topic:
+            self.stored.append((partition, offset, record))
         if ack:
-            self.journal.write("ack", producer=record.producer, seq=record.seq, topic=self.topic,
+            self.journal.write("ack", producer=record.producer, seq=record.seq, topic=topic,
                                partition=partition, offset=offset)
         return offset
 
@@ -47,7 +52,26 @@ class Scenario:
         for seq, partition in enumerate(partitions):
             self.put(partition, WorkloadRecord("tx", seq + 100 * int(txn[1:]), txn, size), ack=False)
         if outcome is not None:
-            self.journal.write("txn", producer="tx", txn=txn, outcome=outcome, size=size)
+            self.journal.write("txn", txn=txn, outcome=outcome, size=size)
+
+    def copy_all_but(self, group: str, left_out: int) -> None:
+        """What a copy app of ``group`` would do with everything stored so far, except that it leaves out
+        the copies of the last ``left_out`` records but still commits the group's offsets past them."""
+        output = f"{self.topic}-copy"
+        create_topic(self.bootstrap, output, PARTITIONS)
+        self.journal.write("copy", group=group, input=self.topic, output=output)
+        txn = f"{group}:0"
+        copied = self.stored[: len(self.stored) - left_out]
+        for partition, _, record in copied:
+            copy = WorkloadRecord(copy_producer(group, record.producer), record.seq, txn, len(copied))
+            self.put(partition, copy, ack=False, topic=output)
+        self.journal.write("txn", txn=txn, outcome=COMMIT, size=len(copied))
+        ends = {p: max(o for q, o, _ in self.stored if q == p) + 1 for p in range(PARTITIONS)}
+        c, _ = consumer(self.bootstrap, group_id=group)
+        try:
+            c.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in ends.items()], asynchronous=False)
+        finally:
+            c.close()
 
     def commit_group(self, group: str, processed: dict[int, range], committed: dict[int, int]) -> None:
         """Journal ``processed`` offsets per partition for ``group``, then commit ``committed``."""
@@ -73,6 +97,7 @@ def clean(s: Scenario) -> None:
     s.put_transaction("t1", 4, [0, 1, 0, 1], COMMIT)
     s.put_transaction("t2", 2, [], ABORT)  # aborted before any of its records was visible
     s.commit_group("readers", {0: range(7), 1: range(7)}, {0: 7, 1: 7})
+    s.copy_all_but("copier", 0)
 
 
 def lost(s: Scenario) -> None:
@@ -117,6 +142,11 @@ def offset_past_the_end(s: Scenario) -> None:
     s.commit_group("readers", {0: range(2), 1: range(2)}, {0: 2, 1: 9})
 
 
+def copy_missing(s: Scenario) -> None:
+    stream(s, 6)
+    s.copy_all_but("copier", 2)
+
+
 def unreadable(s: Scenario) -> None:
     stream(s, 2)
     produce_one(s.producer, s.topic, 0, b"k", b"not a workload record")
@@ -132,6 +162,7 @@ FAILING = {  # scenario -> the only kind of violation it may be reported for
     committed_transaction_lost: "lost",
     offset_ahead: "offset-ahead",
     offset_past_the_end: "offset-ahead",
+    copy_missing: "lost",
     unreadable: "unreadable",
 }
 
@@ -145,9 +176,9 @@ def test_clean_workload_passes_and_each_violation_is_found(start_broker, tmp_pat
         torn.write('{"kind":"ack","producer":"idem","seq":99,"to')
     code, output, verdict = run_verify(b.bootstrap, good.journal_dir)
     assert code == 0, f"a clean workload failed verification:\n{output}"
-    assert verdict["stats"] | {"acks": 10, "txn_committed": 1, "txn_aborted": 1, "group_partitions": 2} \
-        == verdict["stats"], output
-    assert verdict["stats"]["read_committed"] == 14, output
+    expected = {"acks": 10, "txn_committed": 2, "txn_aborted": 1, "groups": 2, "group_partitions": 4, "copies": 14,
+                "read_committed": 28}
+    assert verdict["stats"] | expected == verdict["stats"], output
 
     wrong = {}
     for scenario, kind in FAILING.items():
