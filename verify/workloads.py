@@ -15,6 +15,7 @@ client is one more function in it, writing the journal lines of
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -39,15 +40,21 @@ CALL_TIMEOUT = 30  # seconds for each transactional API call
 
 
 class Stop:
-    """Set by SIGTERM or SIGINT: the workload should wind down."""
+    """Whether the workload should wind down: after SIGTERM or SIGINT, or once the process that
+    started it is gone (a test harness that died must not leave workloads running)."""
 
     def __init__(self) -> None:
-        self.requested = False
+        self._parent = os.getppid()
+        self._signalled = False
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._request)
 
     def _request(self, signum, frame) -> None:
-        self.requested = True
+        self._signalled = True
+
+    @property
+    def requested(self) -> bool:
+        return self._signalled or os.getppid() != self._parent
 
 
 def _produce(producer: Producer, topic: str, value: bytes, partition: int, **kwargs) -> None:

@@ -64,6 +64,18 @@ class WorkloadProcess:
             self.proc.wait(10)
             raise AssertionError(f"{self.name} did not stop within {timeout}s of SIGTERM\n{self.stderr_tail()}")
 
+    def __enter__(self) -> "WorkloadProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.kill()
+
+    def kill(self) -> None:
+        """Whatever happened in the test, the process is gone afterwards."""
+        if self.alive():
+            self.proc.kill()
+            self.proc.wait(10)
+
     def stderr_tail(self, lines: int = 20) -> str:
         return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-lines:])
 
@@ -113,7 +125,8 @@ DRAIN_TIMEOUT = 120  # seconds a stopping producer may take for its last acknowl
 
 
 class WorkloadRun:
-    """The PLAN's processes against one broker, from start to a verified end."""
+    """The PLAN's processes against one broker, from start to a verified end. Used as a context
+    manager, so that a failing test leaves no workload running."""
 
     def __init__(self, broker, journal_dir: Path, plan: list[Workload] = PLAN) -> None:
         self.broker = broker
@@ -122,6 +135,13 @@ class WorkloadRun:
         for topic in (TOPIC, COPY_TOPIC):
             create_topic(broker.bootstrap, topic, PARTITIONS)
         self.processes = [WorkloadProcess(w.kind, broker.bootstrap, journal_dir, w.name, **w.options) for w in plan]
+
+    def __enter__(self) -> "WorkloadRun":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in self.processes:
+            p.kill()
 
     def wait_for_progress(self, what: str, lines: int = 100) -> None:
         """Wait until the clients have journaled ``lines`` more events, and check none has exited."""

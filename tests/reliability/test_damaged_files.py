@@ -90,19 +90,19 @@ ROUNDS = budget(1, 4, "MOLDAU_CHAOS_DAMAGE_ROUNDS")
 def test_rebuildable_files_damaged_between_restarts(start_broker, tmp_path):
     b = start_broker(GROUP_BROKER, {"log.segment.bytes": 256 * 1024})
     started = time.monotonic()
-    run = WorkloadRun(b, tmp_path / "journal")
-    repairs = []
-    for _ in range(ROUNDS):
-        for down, damage in OUTAGES:
-            run.wait_for_progress(f"before {damage.__name__}")
-            b.kill() if down == "kill" else b.stop()
-            expected = damage(b)
-            mark = b.log_offset()
-            b.restart()
-            if expected:
-                repairs.append(b.wait_for_log(rf"recovery: {TOPIC}-\d+: .*{expected}", since=mark))
-    run.wait_for_progress("after the last restart")
-    verdict = run.finish()
+    with WorkloadRun(b, tmp_path / "journal") as run:
+        repairs = []
+        for _ in range(ROUNDS):
+            for down, damage in OUTAGES:
+                run.wait_for_progress(f"before {damage.__name__}")
+                b.kill() if down == "kill" else b.stop()
+                expected = damage(b)
+                mark = b.log_offset()
+                b.restart()
+                if expected:
+                    repairs.append(b.wait_for_log(rf"recovery: {TOPIC}-\d+: .*{expected}", since=mark))
+        run.wait_for_progress("after the last restart")
+        verdict = run.finish()
     record_result(
         "damaged_rebuildable_files",
         outages=[f"{down} + {damage.__name__}" for down, damage in OUTAGES] * ROUNDS,
@@ -150,9 +150,9 @@ def test_torn_transaction_state_tail_loses_no_transaction(start_broker, tmp_path
     journal = tmp_path / "journal"
     writer = next(w for w in PLAN if w.kind == "transactional-producer")
     create_topic(b.bootstrap, TOPIC, PARTITIONS)
-    process = WorkloadProcess(writer.kind, b.bootstrap, journal, writer.name, **writer.options)
-    wait_for(lambda: journal_lines(journal) > 100, 60, "100 finished transactions")
-    assert process.stop(60) == 0, process.stderr_tail()
+    with WorkloadProcess(writer.kind, b.bootstrap, journal, writer.name, **writer.options) as process:
+        wait_for(lambda: journal_lines(journal) > 100, 60, "100 finished transactions")
+        assert process.stop(60) == 0, process.stderr_tail()
     b.kill()
 
     state = b.partition_dir("__transaction_state", partition_for(writer.name, 50))
@@ -180,9 +180,9 @@ def test_corrupt_batch_costs_exactly_itself_and_what_follows(start_broker, tmp_p
     journal = tmp_path / "journal"
     writer = PLAN[0]
     create_topic(b.bootstrap, TOPIC, PARTITIONS)
-    process = WorkloadProcess(writer.kind, b.bootstrap, journal, writer.name, **writer.options)
-    wait_for(lambda: journal_lines(journal) > 3000, 60, "3000 acknowledged records")
-    assert process.stop(60) == 0, process.stderr_tail()
+    with WorkloadProcess(writer.kind, b.bootstrap, journal, writer.name, **writer.options) as process:
+        wait_for(lambda: journal_lines(journal) > 3000, 60, "3000 acknowledged records")
+        assert process.stop(60) == 0, process.stderr_tail()
     acks = read_journal(journal).acks
     b.kill()  # unclean: startup CRC-checks every segment after the recovery point
 

@@ -86,36 +86,36 @@ def test_full_disk_refuses_writes_and_recovers(small_disk, start_broker, tmp_pat
                                     "log.flush.interval.ms": 200})
     b.data_dir = small_disk / "data"
     started = time.monotonic()
-    run = WorkloadRun(b, tmp_path / "journal")
-    run.wait_for_progress("before the disk fills")
+    with WorkloadRun(b, tmp_path / "journal") as run:
+        run.wait_for_progress("before the disk fills")
 
-    mark = b.log_offset()
-    ballast = fill(small_disk)
-    b.wait_for_log(rf"append to {TOPIC}-\d+ failed: .*No space left on device", since=mark)
-    assert produce_raw(b.port) == KAFKA_STORAGE_ERROR
-    # reserving the next block of producer ids fails too: a retriable error, not a dropped connection
-    assert COORDINATOR_LOAD_IN_PROGRESS in init_producer_ids(b.port, ID_BLOCK + 1)
-    time.sleep(2)
-    assert b.alive(), f"the broker died on a full disk:\n{b.log_tail()}"
+        mark = b.log_offset()
+        ballast = fill(small_disk)
+        b.wait_for_log(rf"append to {TOPIC}-\d+ failed: .*No space left on device", since=mark)
+        assert produce_raw(b.port) == KAFKA_STORAGE_ERROR
+        # reserving the next block of producer ids fails too: a retriable error, not a dropped connection
+        assert COORDINATOR_LOAD_IN_PROGRESS in init_producer_ids(b.port, ID_BLOCK + 1)
+        time.sleep(2)
+        assert b.alive(), f"the broker died on a full disk:\n{b.log_tail()}"
 
-    # space comes back while the broker runs: writes and time-based flushes resume
-    ballast.unlink()
-    run.wait_for_progress("after space was freed")
-    point = recovery_point(b)
-    wait_for(lambda: recovery_point(b) > point, 10, "the recovery point to move again (flushes resumed)")
+        # space comes back while the broker runs: writes and time-based flushes resume
+        ballast.unlink()
+        run.wait_for_progress("after space was freed")
+        point = recovery_point(b)
+        wait_for(lambda: recovery_point(b) > point, 10, "the recovery point to move again (flushes resumed)")
 
-    # a clean stop on a full disk closes what it can and says what it could not
-    fill(small_disk)
-    mark = b.log_offset()
-    assert b.stop() == 0, b.log_tail()
-    assert "shutdown: could not close" in b.log_since(mark), b.log_since(mark)
-    with pytest.raises(RuntimeError, match="exited with code 1"):
+        # a clean stop on a full disk closes what it can and says what it could not
+        fill(small_disk)
+        mark = b.log_offset()
+        assert b.stop() == 0, b.log_tail()
+        assert "shutdown: could not close" in b.log_since(mark), b.log_since(mark)
+        with pytest.raises(RuntimeError, match="exited with code 1"):
+            b.start()
+        assert "moldau: cannot open" in b.log_since(mark), "a broker that cannot start on a full disk must say why"
+        ballast.unlink()
         b.start()
-    assert "moldau: cannot open" in b.log_since(mark), "a broker that cannot start on a full disk must say why"
-    ballast.unlink()
-    b.start()
-    run.wait_for_progress("after a restart with space")
-    verdict = run.finish()
+        run.wait_for_progress("after a restart with space")
+        verdict = run.finish()
 
     # nothing the full disk interrupted was left damaged: a clean restart repairs nothing
     b.stop()

@@ -36,15 +36,15 @@ def test_acknowledged_records_survive_kill_9_loop(start_broker, tmp_path):
     print(f"kill loop: {CYCLES} cycles, seed {seed}")
     b = start_broker(BROKER)
     started = time.monotonic()
-    run = WorkloadRun(b, tmp_path / "journal")
-    for cycle in range(CYCLES):
-        run.wait_for_progress(f"in broker run {cycle + 1}")
-        time.sleep(rng.uniform(0.0, 2.5))
-        b.kill()
-        time.sleep(rng.uniform(0.0, 0.5))
-        b.restart()
-    run.wait_for_progress("after the last restart")
-    verdict = run.finish()
+    with WorkloadRun(b, tmp_path / "journal") as run:
+        for cycle in range(CYCLES):
+            run.wait_for_progress(f"in broker run {cycle + 1}")
+            time.sleep(rng.uniform(0.0, 2.5))
+            b.kill()
+            time.sleep(rng.uniform(0.0, 0.5))
+            b.restart()
+        run.wait_for_progress("after the last restart")
+        verdict = run.finish()
 
     assert b.returncodes.count(-9) == CYCLES
     stats = verdict["stats"]
