@@ -64,8 +64,12 @@ def api_key_of(name: str) -> int:
     return _DEFS[name]["apiKey"]
 
 
+# parsed once: every request and response asks this
+_FLEXIBLE = {name: VersionRange(d.get("flexibleVersions")) for name, d in _DEFS.items()}
+
+
 def is_flexible(name: str, version: int) -> bool:
-    return version in VersionRange(_DEFS[name].get("flexibleVersions"))
+    return version in _FLEXIBLE[name]
 
 
 def valid_versions(name: str) -> VersionRange:
