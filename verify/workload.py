@@ -31,6 +31,10 @@ line appended only after the event it records happened:
 - ``{"kind": "end", "producer": P, "sent": N, "acked": N, "failed": N}``: the
   producer stopped; how many records it produced and how their delivery ended.
 
+Lines of other kinds are evidence for a person reading a failed run (a copy
+app's ``rewind`` to the committed offsets after an abort, its ``inputs``
+offsets per transaction); the checker passes over them.
+
 A line cut short by a crash of the writing process is ignored on reading.
 """
 

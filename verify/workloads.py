@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import signal
 import sys
 import time
@@ -206,9 +207,21 @@ def _commit_consumed(producer: Producer, consumer: Consumer) -> str:
     return _end_transaction(producer, COMMIT)
 
 
-def _rewind(consumer: Consumer) -> None:
+def _committed(consumer: Consumer) -> list[TopicPartition]:
+    """The group's committed offsets of the assignment; a partition answered with an error (the
+    broker was going down) is asked again rather than taken for one without a committed offset."""
+    while True:
+        answer = _retry(consumer.committed, consumer.assignment(), CALL_TIMEOUT)
+        if not any(tp.error for tp in answer):
+            return answer
+        time.sleep(0.1)
+
+
+def _rewind(consumer: Consumer, journal: Journal) -> None:
     """Go back to the group's committed offsets: the input of an aborted transaction is copied again."""
-    for tp in _retry(consumer.committed, consumer.assignment(), CALL_TIMEOUT):
+    committed = _committed(consumer)
+    journal.write("rewind", to={tp.partition: tp.offset for tp in committed})
+    for tp in committed:
         consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
 
 
@@ -228,21 +241,26 @@ def copy_app(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
     fatal = []
     try:
         _retry(producer.init_transactions, CALL_TIMEOUT)
+        incarnation = secrets.token_hex(4)  # a restarted app (same transactional.id) names its transactions anew
         number = 0
         while not stop.requested:
-            batch = [(m.partition(), decode_value(m.value())) for m in consumer.consume(500, 0.2) if m.error() is None]
-            if not batch:
+            messages = [m for m in consumer.consume(500, 0.2) if m.error() is None]
+            if not messages:
                 continue
-            txn = f"{args.name}:{number}"
+            batch = [(m.partition(), decode_value(m.value())) for m in messages]
+            inputs: dict[int, list[int]] = {}  # partition -> [first, last] offset copied: evidence for a failed check
+            for m in messages:
+                inputs.setdefault(m.partition(), [m.offset(), m.offset()])[1] = m.offset()
+            txn = f"{args.name}/{incarnation}:{number}"
             number += 1
             producer.begin_transaction()
             for partition, source in batch:
                 copy = WorkloadRecord(copy_producer(args.group, source.producer), source.seq, txn, len(batch))
                 _produce(producer, args.output, encode_value(copy), partition)
             outcome = _commit_consumed(producer, consumer)
-            journal.write("txn", txn=txn, outcome=outcome, size=len(batch))
+            journal.write("txn", txn=txn, outcome=outcome, size=len(batch), inputs=inputs)
             if outcome == ABORT:
-                _rewind(consumer)
+                _rewind(consumer, journal)
     except KafkaException as exc:
         fatal.append(str(exc))
         print(f"{args.name}: {exc}", file=sys.stderr)

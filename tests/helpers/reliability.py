@@ -46,7 +46,7 @@ class WorkloadProcess:
                 "--journal", str(journal_dir), "--name", name]
         for option, value in options.items():
             argv += [f"--{option.replace('_', '-')}", str(value)]
-        with open(self.stderr_path, "wb") as stderr:
+        with open(self.stderr_path, "ab") as stderr:  # a restarted process adds to its predecessor's
             self.proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=stderr)
 
@@ -142,6 +142,15 @@ class WorkloadRun:
     def __exit__(self, *exc) -> None:
         for p in self.processes:
             p.kill()
+
+    def kill_and_restart(self, name: str, pause: float = 0.0) -> None:
+        """SIGKILL the process ``name`` wherever it is, and start it again under the same name
+        (for a transactional app: the same transactional.id) after ``pause`` seconds."""
+        i = next(i for i, w in enumerate(self.plan) if w.name == name)
+        self.processes[i].kill()
+        time.sleep(pause)
+        w = self.plan[i]
+        self.processes[i] = WorkloadProcess(w.kind, self.broker.bootstrap, self.journal_dir, w.name, **w.options)
 
     def wait_for_progress(self, what: str, lines: int = 100) -> None:
         """Wait until the clients have journaled ``lines`` more events, and check none has exited."""
