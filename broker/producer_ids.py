@@ -9,6 +9,7 @@ out are never reused; the rest of its block is simply skipped.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from storage.errors import InconsistentMetadata
@@ -17,6 +18,8 @@ from storage.files import read_key_values, write_key_values
 BLOCK_SIZE = 1000
 PRODUCER_ID_FILE = "producer-id-block"
 _NEXT_BLOCK = "next.block.start"
+
+log = logging.getLogger("moldau.producer_ids")
 
 
 class ProducerIdManager:
@@ -35,11 +38,16 @@ class ProducerIdManager:
             raise InconsistentMetadata(f"{self.path}: negative {_NEXT_BLOCK} {start}")
         return start
 
-    def generate(self) -> int:
-        """A producer id no producer had before."""
+    def generate(self) -> int | None:
+        """A producer id no producer had before; None (logged) when the next block could not be
+        reserved, e.g. on a full disk, which callers answer with a retriable error."""
         if self._next == self._block_end:
             end = self._block_end + BLOCK_SIZE
-            write_key_values(self.path, {"version": "0", _NEXT_BLOCK: str(end)}, "=")
+            try:
+                write_key_values(self.path, {"version": "0", _NEXT_BLOCK: str(end)}, "=")
+            except OSError as exc:
+                log.error("could not reserve producer ids: %s", exc)
+                return None
             self._block_end = end
         producer_id = self._next
         self._next += 1

@@ -8,8 +8,6 @@ the int16 range gets a fresh id instead. With a transactional id the
 transaction coordinator answers.
 """
 
-import logging
-
 from broker.errors import ErrorCode
 from broker.transaction import fenced_for_version
 from broker.transaction.metadata import MAX_EPOCH, NO_PRODUCER_EPOCH
@@ -17,8 +15,6 @@ from protocol.records import NO_PRODUCER_ID
 
 API = "InitProducerId"
 VERSIONS = (0, 5)
-
-log = logging.getLogger("moldau.producer_ids")
 
 PRODUCER_FENCED_SINCE = 4  # older versions are answered INVALID_PRODUCER_EPOCH instead
 
@@ -39,8 +35,7 @@ def handle(broker, request, header) -> dict:
     if ids.issued(producer_id) and epoch < MAX_EPOCH:
         return _result(ErrorCode.NONE, producer_id, epoch + 1)
     # a first request, an exhausted epoch, or an id this broker never issued
-    try:
-        return _result(ErrorCode.NONE, ids.generate(), 0)
-    except OSError as exc:  # the next block of ids could not be reserved (a full disk): clients retry this error
-        log.error("could not reserve producer ids: %s", exc)
+    producer_id = ids.generate()
+    if producer_id is None:  # no id could be reserved (a full disk): clients retry this error
         return _result(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    return _result(ErrorCode.NONE, producer_id, 0)

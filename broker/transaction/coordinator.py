@@ -105,7 +105,9 @@ class TransactionCoordinator:
         txn = self.transactions.get(transactional_id)
         now = now_ms()
         if txn is None:
-            txn = TransactionMetadata(transactional_id, self.producer_ids.generate(), NO_PRODUCER_EPOCH, timeout_ms)
+            if (producer_id := self.producer_ids.generate()) is None:
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            txn = TransactionMetadata(transactional_id, producer_id, NO_PRODUCER_EPOCH, timeout_ms)
             transit = txn.prepare_epoch_bump(timeout_ms, None, now)
         elif txn.state in PREPARING:
             return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
@@ -118,7 +120,9 @@ class TransactionCoordinator:
             error = self._prepare_end(txn, txn.prepare_fenced_abort(now))
             return (error or ErrorCode.CONCURRENT_TRANSACTIONS), NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         elif txn.epoch_exhausted and expected in (None, txn.producer_epoch):
-            transit = txn.prepare_producer_id_rotation(self.producer_ids.generate(), timeout_ms, now)
+            if (producer_id := self.producer_ids.generate()) is None:
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            transit = txn.prepare_producer_id_rotation(producer_id, timeout_ms, now)
         else:
             transit = txn.prepare_epoch_bump(timeout_ms, expected, now)
             if transit is None:

@@ -68,10 +68,11 @@ def produce_raw(port: int) -> int:
     return r["responses"][0]["partition_responses"][0]["error_code"]
 
 
-def init_producer_ids(port: int, count: int) -> set[int]:
-    """The error codes of ``count`` InitProducerId requests for idempotent producers."""
+def init_producer_ids(port: int, count: int, transactional_id: str | None = None) -> set[int]:
+    """The error codes of ``count`` InitProducerId requests (of idempotent producers unless a
+    transactional id is given)."""
     with WireClient(port) as c:
-        return {c.request("InitProducerId", 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+        return {c.request("InitProducerId", 4, {"transactional_id": transactional_id, "transaction_timeout_ms": 60000,
                                                 "producer_id": -1, "producer_epoch": -1})["error_code"]
                 for _ in range(count)}
 
@@ -95,6 +96,7 @@ def test_full_disk_refuses_writes_and_recovers(small_disk, start_broker, tmp_pat
         assert produce_raw(b.port) == KAFKA_STORAGE_ERROR
         # reserving the next block of producer ids fails too: a retriable error, not a dropped connection
         assert COORDINATOR_LOAD_IN_PROGRESS in init_producer_ids(b.port, ID_BLOCK + 1)
+        assert init_producer_ids(b.port, 1, "new-on-a-full-disk") == {COORDINATOR_LOAD_IN_PROGRESS}
         time.sleep(2)
         assert b.alive(), f"the broker died on a full disk:\n{b.log_tail()}"
 
