@@ -144,17 +144,21 @@ def group_consumer(args: argparse.Namespace, journal: Journal, stop: Stop) -> in
     journal.write("topic", topic=args.topic)
     journal.write("group", group=args.group)
     consumer.subscribe([args.topic])
+    committed: dict[tuple[str, int], int] = {}
     try:
         while not stop.requested:
-            processed = False
             for message in consumer.consume(num_messages=500, timeout=0.2):
                 if message.error() is None:
                     journal.write("processed", group=args.group, topic=message.topic(),
                                   partition=message.partition(), offset=message.offset())
-                    processed = True
-            if processed:
+            # Commit the positions, not the last records' offsets: a position also moves past
+            # transaction markers, which are never handed to the application.
+            moved = [tp for tp in consumer.position(consumer.assignment())
+                     if tp.offset >= 0 and committed.get((tp.topic, tp.partition)) != tp.offset]
+            if moved:
                 try:
-                    consumer.commit(asynchronous=False)
+                    consumer.commit(offsets=moved, asynchronous=False)
+                    committed.update(((tp.topic, tp.partition), tp.offset) for tp in moved)
                 except KafkaException:
                     pass  # the broker is away or the group is rebalancing; a later commit covers these records
     finally:
