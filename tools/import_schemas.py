@@ -10,6 +10,9 @@ import json
 import sys
 from pathlib import Path
 
+# Versions Kafka 4.0 removed (KIP-896) that clients and tools of Kafka 3.x still send and Moldau
+# serves: WriteTxnMarkers v0 is v1 without flexible encoding, every field is declared "0+".
+RESTORED_VERSIONS = {"WriteTxnMarkersRequest": "0-2", "WriteTxnMarkersResponse": "0-2"}
 KEEP = ("name", "type", "versions", "nullableVersions", "taggedVersions", "tag", "default", "flexibleVersions")
 ROOT_KEEP = ("apiKey", "type", "name", "validVersions", "flexibleVersions")
 
@@ -30,6 +33,7 @@ def slim_fields(fields: list) -> list:
 
 def slim(schema: dict) -> dict:
     out = {k: schema[k] for k in ROOT_KEEP if k in schema}
+    out["validVersions"] = RESTORED_VERSIONS.get(schema["name"], out["validVersions"])
     out["fields"] = slim_fields(schema.get("fields", []))
     if schema.get("commonStructs"):
         out["commonStructs"] = [

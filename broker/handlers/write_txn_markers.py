@@ -15,7 +15,7 @@ from broker.group import OFFSETS_TOPIC
 from storage.errors import InvalidProducerEpoch, TransactionCoordinatorFenced
 
 API = "WriteTxnMarkers"
-VERSIONS = (1, 2)
+VERSIONS = (0, 2)
 
 log = logging.getLogger("moldau.markers")
 

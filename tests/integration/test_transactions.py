@@ -444,11 +444,12 @@ def test_the_wire_protocol_rules(broker):
         assert end_txn(c, txn, committed=True) == NONE, "a retried commit"
         assert end_txn(c, txn, committed=False) == INVALID_TXN_STATE
 
-        # markers from an older epoch than the partition has seen
-        stale = c.request("WriteTxnMarkers", 1, {"markers": [{
-            "producer_id": pid, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
-            "topics": [{"name": "wire-txn", "partition_indexes": [0]}]}]})
-        assert stale["markers"][0]["topics"][0]["partitions"][0]["error_code"] == INVALID_PRODUCER_EPOCH
+        # markers from an older epoch than the partition has seen, in v0 (Kafka 3.x tools) and v1
+        for version in (0, 1):
+            stale = c.request("WriteTxnMarkers", version, {"markers": [{
+                "producer_id": pid, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
+                "topics": [{"name": "wire-txn", "partition_indexes": [0]}]}]})
+            assert stale["markers"][0]["topics"][0]["partitions"][0]["error_code"] == INVALID_PRODUCER_EPOCH
 
 
 def test_after_a_crash_open_transactions_time_out_and_idle_ids_expire(start_broker):
