@@ -226,7 +226,10 @@ def _rewind(consumer: Consumer, journal: Journal) -> None:
     committed = _committed(consumer)
     journal.write("rewind", to={tp.partition: tp.offset for tp in committed})
     for tp in committed:
-        consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+        try:
+            consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+        except KafkaException:
+            pass  # a partition just assigned and not fetching yet starts at the committed offset anyway
 
 
 def copy_app(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
@@ -241,14 +244,26 @@ def copy_app(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
     for topic in (args.topic, args.output):
         journal.write("topic", topic=topic)
     journal.write("copy", group=args.group, input=args.topic, output=args.output)
-    consumer.subscribe([args.topic])
+    reassignments = [0]  # assignments given, revoked or lost so far: counted by the rebalance callbacks
+
+    def reassigned(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        reassignments[0] += 1
+
+    consumer.subscribe([args.topic], on_assign=reassigned, on_revoke=reassigned, on_lost=reassigned)
     fatal = []
     try:
         _retry(producer.init_transactions, CALL_TIMEOUT)
         incarnation = secrets.token_hex(4)  # a restarted app (same transactional.id) names its transactions anew
         number = 0
         while not stop.requested:
+            before = reassignments[0]
             messages = [m for m in consumer.consume(500, 0.2) if m.error() is None]
+            if reassignments[0] != before:
+                # The assignment changed inside this call: records fetched before it (possibly of
+                # partitions given up, or lost after a session timeout) can come with records fetched
+                # again from the committed offsets, and the positions no longer describe the batch.
+                _rewind(consumer, journal)
+                continue
             if not messages:
                 continue
             batch = [(m.partition(), decode_value(m.value())) for m in messages]
