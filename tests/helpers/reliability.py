@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -24,6 +25,13 @@ from helpers.kafka import admin, consumer, create_topic, watermarks
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHAOS = os.environ.get("MOLDAU_CHAOS") == "1"
 RESULTS_DIR = Path(os.environ.get("MOLDAU_RESULTS_DIR", REPO_ROOT / "results" / "reliability"))
+
+
+def seeded_random(what: str) -> tuple[random.Random, int]:
+    """The random moments of a fault loop, and their seed: MOLDAU_CHAOS_SEED replays a run's."""
+    seed = int(os.environ.get("MOLDAU_CHAOS_SEED", time.time_ns() % 1_000_000))
+    print(f"{what}, seed {seed}")
+    return random.Random(seed), seed
 
 
 def budget(ci: float, chaos: float, env: str | None = None) -> float:

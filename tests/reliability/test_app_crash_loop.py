@@ -18,8 +18,6 @@ MOLDAU_CHAOS_APP_KILLS sets the number of mid-transaction kills (3 in
 
 from __future__ import annotations
 
-import os
-import random
 import time
 
 import pytest
@@ -33,6 +31,7 @@ from helpers.reliability import (
     WorkloadRun,
     budget,
     record_result,
+    seeded_random,
     wait_for,
 )
 
@@ -60,9 +59,7 @@ def transaction_state(admin, transactional_id: str) -> str:
 def test_copy_app_killed_mid_transaction_stays_exactly_once(start_broker, tmp_path):
     from kafka.admin import KafkaAdminClient
 
-    seed = int(os.environ.get("MOLDAU_CHAOS_SEED", time.time_ns() % 1_000_000))
-    rng = random.Random(seed)
-    print(f"app crash loop: {KILLS} kills, seed {seed}")
+    rng, seed = seeded_random(f"app crash loop: {KILLS} kills")
     b = start_broker(GROUP_BROKER)
     started = time.monotonic()
     admin = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=10000)

@@ -14,14 +14,13 @@ MOLDAU_CHAOS_PAUSES sets the number of pauses (2 in `make test`, 8 in `make chao
 from __future__ import annotations
 
 import os
-import random
 import signal
 import time
 
 import pytest
 
 from helpers.groups import GROUP_BROKER
-from helpers.reliability import PLAN, WorkloadRun, budget, record_result
+from helpers.reliability import PLAN, WorkloadRun, budget, record_result, seeded_random
 
 PAUSES = budget(2, 8, "MOLDAU_CHAOS_PAUSES")
 SESSION_TIMEOUT_S = 6  # the workloads' session.timeout.ms
@@ -29,9 +28,7 @@ SESSION_TIMEOUT_S = 6  # the workloads' session.timeout.ms
 
 @pytest.mark.timeout(budget(240, 900))
 def test_clients_outlive_a_broker_paused_past_their_session_timeout(start_broker, tmp_path):
-    seed = int(os.environ.get("MOLDAU_CHAOS_SEED", time.time_ns() % 1_000_000))
-    rng = random.Random(seed)
-    print(f"broker pauses: {PAUSES}, seed {seed}")
+    rng, seed = seeded_random(f"broker pauses: {PAUSES}")
     b = start_broker(GROUP_BROKER)
     started = time.monotonic()
     with WorkloadRun(b, tmp_path / "journal") as run:

@@ -15,14 +15,12 @@ MOLDAU_CHAOS_CYCLES sets the number of kills (3 in `make test`, 25 in
 
 from __future__ import annotations
 
-import os
-import random
 import time
 
 import pytest
 
 from helpers.groups import GROUP_BROKER
-from helpers.reliability import PLAN, PARTITIONS, WorkloadRun, budget, record_result
+from helpers.reliability import PARTITIONS, PLAN, WorkloadRun, budget, record_result, seeded_random
 
 CYCLES = budget(3, 25, "MOLDAU_CHAOS_CYCLES")
 # small segments: rolls, producer-state snapshots and index entries all through the run
@@ -31,9 +29,7 @@ BROKER = {**GROUP_BROKER, "log.segment.bytes": 512 * 1024}
 
 @pytest.mark.timeout(budget(240, 1800))
 def test_acknowledged_records_survive_kill_9_loop(start_broker, tmp_path):
-    seed = int(os.environ.get("MOLDAU_CHAOS_SEED", time.time_ns() % 1_000_000))
-    rng = random.Random(seed)
-    print(f"kill loop: {CYCLES} cycles, seed {seed}")
+    rng, seed = seeded_random(f"kill loop: {CYCLES} cycles")
     b = start_broker(BROKER)
     started = time.monotonic()
     with WorkloadRun(b, tmp_path / "journal") as run:
