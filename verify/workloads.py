@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from .workload import ABORT, COMMIT, Journal, WorkloadRecord, copy_producer, decode_value, encode_value
 
@@ -75,12 +75,13 @@ def _pace(producer: Producer, started: float, sent: int, rate: float) -> None:
 
 
 def _retry(call: Callable, *args):
-    """Call a client API until it stops failing with a retriable error (the broker is restarting)."""
+    """Call a client API until it stops failing with a retriable error or a timeout (the broker is
+    restarting or hung: librdkafka does not flag a timed-out committed() as retriable)."""
     while True:
         try:
             return call(*args)
         except KafkaException as exc:
-            if not exc.args[0].retriable():
+            if not (exc.args[0].retriable() or exc.args[0].code() == KafkaError._TIMED_OUT):
                 raise
 
 
