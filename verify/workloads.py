@@ -223,7 +223,8 @@ def _committed(consumer: Consumer) -> list[TopicPartition]:
 
 
 def _rewind(consumer: Consumer, journal: Journal) -> None:
-    """Go back to the group's committed offsets: the input of an aborted transaction is copied again."""
+    """Go back to the group's committed offsets: the input of an aborted transaction, or of a
+    consume call the assignment changed in, is read and copied again."""
     committed = _committed(consumer)
     journal.write("rewind", to={tp.partition: tp.offset for tp in committed})
     for tp in committed:
