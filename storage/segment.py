@@ -140,6 +140,7 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.write_pending()
         self.time_index.write_pending()
+        self.txn_index.write_pending()
 
     def truncate_to(self, size: int) -> None:
         """Cut the file to ``size`` (a batch boundary) and re-derive the indexes."""
@@ -306,6 +307,7 @@ class LogSegment:
             self._track(position, hdr)
         self.offset_index.write_pending()
         self.time_index.write_pending()
+        self.txn_index.write_pending()
 
     def recover(self) -> Truncation | None:
         """CRC-check every batch, cut the file at the first invalid or partial one and rebuild the indexes."""
@@ -323,6 +325,7 @@ class LogSegment:
             reason = str(exc)
         self.offset_index.write_pending()
         self.time_index.write_pending()
+        self.txn_index.write_pending()
         if valid_end == self.size:
             return None
         truncation = Truncation(self.name, self.next_offset, self.size - valid_end, reason or "truncated batch")

@@ -6,7 +6,11 @@ offset of the abort marker) and the last stable offset right after the abort.
 Entries are appended as markers are written, so they are sorted by last
 offset, and a read_committed fetch finds the ones overlapping what it returns
 by bisection. The file is created with its first entry: most segments never
-get one. All entries are also kept in memory.
+get one. All entries are also kept in memory, and readers use those: an
+entry the file could not take (a full disk) stays pending, and the next
+append, roll (seal), flush or close writes it -- a roll or flush that
+cannot fails, so no producer-state snapshot or recovery point passes an
+abort whose entry is not on disk.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class TransactionIndex:
         self.path = path
         self.entries: list[AbortedTxn] = []
         self._fd: int | None = None
+        self._pending = bytearray()  # the end of the entries, not yet in the file
         self._dirty = False
 
     def load(self) -> None:
@@ -61,22 +66,39 @@ class TransactionIndex:
         self.entries = entries
 
     def append(self, entry: AbortedTxn) -> None:
+        """Index an aborted transaction whose marker is stored. Readers see it at once; an
+        OSError means the file could not take it yet (it stays pending) and propagates."""
+        self.entries.append(entry)
+        self._pending += _ENTRY.pack(ABORTED_TXN_VERSION, *entry)
+        self.write_pending()
+
+    def write_pending(self) -> None:
+        if not self._pending:
+            return
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.write(self._fd, _ENTRY.pack(ABORTED_TXN_VERSION, *entry))
-        self.entries.append(entry)
-        self._dirty = True
+        while self._pending:  # a short write leaves the rest pending, so the file never holds half an entry for long
+            with memoryview(self._pending) as view:
+                written = os.write(self._fd, view)
+            del self._pending[:written]
+            self._dirty = True
 
     def truncate_from(self, offset: int) -> None:
         """Drop the entries whose marker is at or after ``offset``."""
         keep = bisect_left(self.entries, offset, key=_last_offset)
         if keep == len(self.entries):
             return
+        on_disk = len(self.entries) * _ENTRY.size - len(self._pending)
         del self.entries[keep:]
-        if self.entries:
-            os.truncate(self.path, keep * _ENTRY.size)
-        else:
+        if not self.entries:
             self.delete()
+            return
+        kept = keep * _ENTRY.size
+        if kept <= on_disk:
+            os.truncate(self.path, kept)
+            self._pending.clear()
+        else:
+            del self._pending[kept - on_disk :]
 
     def collect(self, start: int, end: int, into: list[AbortedTxn]) -> bool:
         """Add the entries overlapping offsets [start, end) to ``into``.
@@ -93,17 +115,22 @@ class TransactionIndex:
         return False
 
     def flush(self) -> None:
+        self.write_pending()
         if self._dirty and self._fd is not None:
             os.fsync(self._fd)
         self._dirty = False
 
     def close(self) -> None:
+        self.write_pending()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
     def delete(self) -> None:
-        self.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         self.path.unlink(missing_ok=True)
         self.entries = []
+        self._pending.clear()
         self._dirty = False

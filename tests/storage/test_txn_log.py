@@ -1,5 +1,7 @@
 """Transactions in a partition log: markers, the last stable offset, aborted-transaction indexes, recovery."""
 
+import errno
+import os
 import struct
 
 import pytest
@@ -213,3 +215,35 @@ def test_transaction_index_file_checks(tmp_path):
     index.path.write_bytes(struct.pack(">hqqqq", 1, 1, 0, 5, 2))
     with pytest.raises(Exception, match="version 1"):
         reloaded.load()
+
+
+def test_an_abort_whose_index_entry_meets_a_full_disk_stays_hidden(log_dir, tmp_path, monkeypatch):
+    """The marker is stored but its index entry cannot be written: read_committed readers must
+    still skip the aborted records, the entry reaches the file once there is space, and no roll
+    (with its producer-state snapshot) goes past the abort while the file lacks it."""
+    log = rolling_log(log_dir)
+    append(log, txn_batch(1, 0))  # 0-1
+    real_write = os.write
+    calls = []
+
+    def no_space(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data)[:7])  # a short write: a few bytes land before the disk fills up
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", no_space)
+    with pytest.raises(OSError):
+        end(log, 1, committed=False)  # 2: the marker is in the segment, its index entry is not on disk
+    assert log.aborted_transactions(0, 3) == [AbortedTxn(1, 0, 2, 3)], "readers skip the aborted records"
+    with pytest.raises(OSError):
+        append(log, plain(), plain())  # 3-4 need a roll, which must not pass the unwritten entry
+    assert log.log_end_offset == 3 and len(log.segments) == 1
+    monkeypatch.undo()
+
+    append(log, plain(), plain())  # space is back: the roll writes the entry first
+    assert len(log.segments) == 2
+    crashed = crash_copy(log_dir, tmp_path / "crashed" / "txn-0")
+    recovered = rolling_log(crashed, needs_recovery=True)
+    assert recovered.aborted_transactions(0, 5) == [AbortedTxn(1, 0, 2, 3)]
+    assert txnindex_files(crashed) == txnindex_files(log_dir)
