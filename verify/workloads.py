@@ -200,9 +200,12 @@ def transactional_producer(args: argparse.Namespace, journal: Journal, stop: Sto
     return 1 if fatal else 0
 
 
-def _commit_consumed(producer: Producer, consumer: Consumer) -> str:
-    """Add the consumer's positions to the open transaction and commit it; returns commit or abort."""
-    positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+def _positions(consumer: Consumer) -> list[TopicPartition]:
+    return [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+
+
+def _commit_consumed(producer: Producer, consumer: Consumer, positions: list[TopicPartition]) -> str:
+    """Add ``positions`` (the consumer's) to the open transaction and commit it; returns commit or abort."""
     try:
         _retry(producer.send_offsets_to_transaction, positions, consumer.consumer_group_metadata(), CALL_TIMEOUT)
     except KafkaException as exc:
@@ -257,6 +260,7 @@ def copy_app(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
         _retry(producer.init_transactions, CALL_TIMEOUT)
         incarnation = secrets.token_hex(4)  # a restarted app (same transactional.id) names its transactions anew
         number = 0
+        committed: dict[int, int] = {}  # partition -> position this app last committed
         while not stop.requested:
             before = reassignments[0]
             messages = [m for m in consumer.consume(500, 0.2) if m.error() is None]
@@ -266,7 +270,17 @@ def copy_app(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
                 # again from the committed offsets, and the positions no longer describe the batch.
                 _rewind(consumer, journal)
                 continue
+            positions = _positions(consumer)
             if not messages:
+                # Positions also move past transaction markers and aborted records, which are never
+                # handed out: commit them in a transaction of offsets alone, or the group never
+                # reaches the end of a partition that ends with a marker.
+                if any(committed.get(tp.partition) != tp.offset for tp in positions):
+                    producer.begin_transaction()
+                    if _commit_consumed(producer, consumer, positions) == COMMIT:
+                        committed = {tp.partition: tp.offset for tp in positions}
+                    else:
+                        _rewind(consumer, journal)
                 continue
             batch = [(m.partition(), decode_value(m.value())) for m in messages]
             inputs: dict[int, list[int]] = {}  # partition -> [first, last] offset copied: evidence for a failed check
@@ -278,10 +292,12 @@ def copy_app(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
             for partition, source in batch:
                 copy = WorkloadRecord(copy_producer(args.group, source.producer), source.seq, txn, len(batch))
                 _produce(producer, args.output, encode_value(copy), partition)
-            outcome = _commit_consumed(producer, consumer)
+            outcome = _commit_consumed(producer, consumer, positions)
             journal.write("txn", txn=txn, outcome=outcome, size=len(batch), inputs=inputs)
             if outcome == ABORT:
                 _rewind(consumer, journal)
+            else:
+                committed = {tp.partition: tp.offset for tp in positions}
     except KafkaException as exc:
         fatal.append(str(exc))
         print(f"{args.name}: {exc}", file=sys.stderr)
