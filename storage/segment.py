@@ -307,7 +307,6 @@ class LogSegment:
             self._track(position, hdr)
         self.offset_index.write_pending()
         self.time_index.write_pending()
-        self.txn_index.write_pending()
 
     def recover(self) -> Truncation | None:
         """CRC-check every batch, cut the file at the first invalid or partial one and rebuild the indexes."""
@@ -325,7 +324,6 @@ class LogSegment:
             reason = str(exc)
         self.offset_index.write_pending()
         self.time_index.write_pending()
-        self.txn_index.write_pending()
         if valid_end == self.size:
             return None
         truncation = Truncation(self.name, self.next_offset, self.size - valid_end, reason or "truncated batch")
