@@ -33,6 +33,8 @@ def broker_log_config(config: BrokerConfig) -> LogConfig:
         flush_interval_messages=config["log.flush.interval.messages"],
         flush_interval_ms=config["log.flush.interval.ms"],
         index_interval_bytes=config["log.index.interval.bytes"],
+        message_timestamp_before_max_ms=config["log.message.timestamp.before.max.ms"],
+        message_timestamp_after_max_ms=config["log.message.timestamp.after.max.ms"],
     )
 
 

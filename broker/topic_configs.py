@@ -9,6 +9,8 @@ _FROM_BROKER = {
     "flush.messages": "log.flush.interval.messages",
     "flush.ms": "log.flush.interval.ms",
     "max.message.bytes": "message.max.bytes",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
 }
 _FIXED_DEFAULTS = {
     "cleanup.policy": "delete",

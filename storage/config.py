@@ -37,7 +37,17 @@ _SETTINGS = {
     "flush.ms": _Setting("flush_interval_ms", "log.flush.interval.ms", _optional_int),
     "index.interval.bytes": _Setting("index_interval_bytes", "log.index.interval.bytes", int),
     "message.timestamp.type": _Setting("message_timestamp_type", "log.message.timestamp.type", str),
+    "message.timestamp.before.max.ms": _Setting(
+        "message_timestamp_before_max_ms", "log.message.timestamp.before.max.ms", int
+    ),
+    "message.timestamp.after.max.ms": _Setting(
+        "message_timestamp_after_max_ms", "log.message.timestamp.after.max.ms", int
+    ),
 }
+
+# Kafka's defaults (4.0): no bound into the past, one hour into the future.
+NO_TIMESTAMP_BOUND = 2**63 - 1
+DEFAULT_TIMESTAMP_AFTER_MAX_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,9 @@ class LogConfig:
     flush_interval_ms: int | None = None
     index_interval_bytes: int = 4096
     message_timestamp_type: str = CREATE_TIME
+    # CreateTime timestamps further than this from the broker's clock are refused (INVALID_TIMESTAMP)
+    message_timestamp_before_max_ms: int = NO_TIMESTAMP_BOUND
+    message_timestamp_after_max_ms: int = DEFAULT_TIMESTAMP_AFTER_MAX_MS
 
     def __post_init__(self) -> None:
         if not MIN_SEGMENT_BYTES <= self.segment_bytes <= MAX_SEGMENT_BYTES:
@@ -62,10 +75,22 @@ class LogConfig:
             raise InvalidConfig("index.interval.bytes must not be negative")
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise InvalidConfig(f"message.timestamp.type must be one of {', '.join(TIMESTAMP_TYPES)}")
+        if self.message_timestamp_before_max_ms < 0 or self.message_timestamp_after_max_ms < 0:
+            raise InvalidConfig("message.timestamp.before.max.ms and after.max.ms must not be negative")
 
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
+
+    def timestamp_out_of_range(self, timestamp: int, now_ms: int) -> str | None:
+        """Why Kafka would refuse a CreateTime ``timestamp`` at ``now_ms``; None if it is accepted."""
+        if self.log_append_time or timestamp < 0:  # -1: no timestamp
+            return None
+        if timestamp < now_ms - self.message_timestamp_before_max_ms:
+            return f"timestamp {timestamp} is more than message.timestamp.before.max.ms before the broker's {now_ms}"
+        if timestamp > now_ms + self.message_timestamp_after_max_ms:
+            return f"timestamp {timestamp} is more than message.timestamp.after.max.ms after the broker's {now_ms}"
+        return None
 
     def with_topic_configs(self, configs: Mapping[str, str]) -> LogConfig:
         """This config (the broker defaults) overlaid with a topic's configs.

@@ -328,7 +328,8 @@ class Log:
                 hdr = hdr._replace(base_offset=next_offset)
             stored.append((position, hdr))
             next_offset = hdr.next_offset
-        if self._should_roll(len(buf), next_offset - 1, now_ms):
+        incoming_timestamp = max(hdr.max_timestamp for _, hdr in stored)
+        if self._should_roll(len(buf), next_offset - 1, incoming_timestamp, now_ms):
             self._roll(now_ms)
         self.active_segment.append(buf, stored)
         return stored
@@ -338,13 +339,13 @@ class Log:
         if flush_messages is not None and self.log_end_offset - self.recovery_point >= flush_messages:
             self.flush(now_ms)
 
-    def _should_roll(self, size: int, last_offset: int, now_ms: int) -> bool:
+    def _should_roll(self, size: int, last_offset: int, incoming_timestamp: int, now_ms: int) -> bool:
         active = self.active_segment
         if active.size == 0:
             return False
         return (
             active.size + size > self.config.segment_bytes
-            or now_ms - active.rolling_timestamp() > self.config.segment_ms
+            or active.time_waited_for_roll(now_ms, incoming_timestamp) > self.config.segment_ms
             or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
         )
 

@@ -250,11 +250,14 @@ class LogSegment:
             return self.next_offset
         return read_header(os.pread(self._fd, HEADER_SIZE, position)).base_offset
 
-    def rolling_timestamp(self) -> int:
-        """When the segment counts as started for segment.ms: its first batch's timestamp, as in Kafka."""
+    def time_waited_for_roll(self, now_ms: int, incoming_timestamp: int) -> int:
+        """The age segment.ms is compared with, as in Kafka: from the first batch's timestamp to the
+        incoming batches' largest one (so old timestamps cannot roll a segment per request), or
+        from the segment's creation by the broker's clock if its first batch has no timestamp."""
         if self._first_batch_timestamp is None and self.size >= HEADER_SIZE:
             self._first_batch_timestamp = read_header(os.pread(self._fd, HEADER_SIZE, 0)).max_timestamp
-        return self.created_ms if self._first_batch_timestamp is None else self._first_batch_timestamp
+        first = self._first_batch_timestamp
+        return incoming_timestamp - first if first is not None and first >= 0 else now_ms - self.created_ms
 
     # --- opening -----------------------------------------------------------
 

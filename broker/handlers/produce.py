@@ -51,6 +51,17 @@ def _verify_transaction(broker, transactional_id: str | None, hdr: BatchHeader, 
     return ErrorCode.INVALID_TXN_STATE if error else ErrorCode.NONE
 
 
+def _timestamp_problem(config, batches, now: int) -> str | None:
+    """message.timestamp.before/after.max.ms, checked on each batch's first and largest timestamp
+    (its records are not decoded; their timestamps lie between these in practice)."""
+    for _, hdr in batches:
+        problem = (config.timestamp_out_of_range(hdr.base_timestamp, now)
+                   or config.timestamp_out_of_range(hdr.max_timestamp, now))
+        if problem:
+            return problem
+    return None
+
+
 def _append(broker, topic, part: dict, transactional_id: str | None, now: int) -> dict:
     index = part["index"]
     log_ = broker.logs.log(topic.name, index)
@@ -67,6 +78,10 @@ def _append(broker, topic, part: dict, transactional_id: str | None, now: int) -
     limit = broker.config["message.max.bytes"]
     if any(hdr.size > limit for _, hdr in batches):
         return _partition_result(index, ErrorCode.MESSAGE_TOO_LARGE)
+    problem = _timestamp_problem(log_.config, batches, now)
+    if problem:
+        log.info("refused batch for %s-%d: %s", topic.name, index, problem)
+        return _partition_result(index, ErrorCode.INVALID_TIMESTAMP, message=problem)
     if any(hdr.is_control for _, hdr in batches):
         return _partition_result(index, ErrorCode.INVALID_RECORD, message="clients may not write control batches")
     txn = next((hdr for _, hdr in batches if hdr.is_transactional and hdr.producer_id != NO_PRODUCER_ID), None)

@@ -315,6 +315,18 @@ def test_segments_roll_when_older_than_segment_ms(log_dir):
     log.close()
 
 
+def test_old_timestamps_do_not_roll_a_segment_per_append(log_dir):
+    """The roll compares the incoming batch's timestamp with the segment's first, as Kafka does:
+    batches stamped CreateTime=1 on a broker whose clock is far ahead stay in one segment."""
+    log = Log(log_dir, LogConfig(segment_ms=1_000), now_ms=10_000_000)
+    for i in range(20):
+        append(log, make_batch(1, timestamp_ms=1), now_ms=10_000_000 + i)
+    assert len(log.segments) == 1
+    append(log, make_batch(1, timestamp_ms=1_002), now_ms=10_000_100)  # 1,001 ms after the first batch
+    assert [s.base_offset for s in log.segments] == [0, 20]
+    log.close()
+
+
 def test_a_batch_larger_than_a_segment_is_refused(log_dir):
     log = Log(log_dir, LogConfig(segment_bytes=BATCH))
     with pytest.raises(RecordBatchTooLarge):
