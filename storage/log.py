@@ -371,20 +371,21 @@ class Log:
 
     # --- reading -----------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True) -> bytes:
         """Whole stored batches from the one holding ``offset`` (which may start before it).
 
-        The first batch is returned even if it alone exceeds ``max_bytes``;
-        after it, batches stop before the total would exceed ``max_bytes``.
-        No batch whose base offset is >= ``max_offset`` (the high watermark or
-        the last stable offset) is returned. A read never spans two segments.
+        With ``min_one`` the first batch is returned even if it alone exceeds
+        ``max_bytes`` (KIP-74); batches stop before the total would exceed
+        ``max_bytes``. No batch whose base offset is >= ``max_offset`` (the
+        high watermark or the last stable offset) is returned. A read never
+        spans two segments.
         """
-        return self._read(offset, max_bytes, max_offset)[0]
+        return self._read(offset, max_bytes, max_offset, min_one)[0]
 
-    def read_committed(self, offset: int, max_bytes: int) -> tuple[bytes, list[AbortedTxn]]:
+    def read_committed(self, offset: int, max_bytes: int, min_one: bool = True) -> tuple[bytes, list[AbortedTxn]]:
         """A read_committed read: batches below the last stable offset, and the aborted
         transactions among them (whose records the reader skips)."""
-        data, segment, position = self._read(offset, max_bytes, self.last_stable_offset)
+        data, segment, position = self._read(offset, max_bytes, self.last_stable_offset, min_one)
         if not data:
             return data, []
         return data, self.aborted_transactions(offset, segment.offset_at(position + len(data)))
@@ -397,7 +398,9 @@ class Log:
                 break
         return found
 
-    def _read(self, offset: int, max_bytes: int, max_offset: int | None) -> tuple[bytes, LogSegment | None, int]:
+    def _read(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool = True
+    ) -> tuple[bytes, LogSegment | None, int]:
         """(data, the segment it came from, its position there) for ``read``."""
         if not self.log_start_offset <= offset <= self.log_end_offset:
             raise OffsetOutOfRange(
@@ -411,7 +414,7 @@ class Log:
             position, hdr = found
             if hdr.base_offset >= limit:
                 return b"", None, 0
-            return segment.read(position, max_bytes, self._end_position(segment, limit)), segment, position
+            return segment.read(position, max_bytes, self._end_position(segment, limit), min_one), segment, position
         return b"", None, 0
 
     @staticmethod

@@ -217,14 +217,17 @@ class LogSegment:
                 return position, hdr
         return None
 
-    def read(self, position: int, max_bytes: int, end_position: int) -> bytes | memoryview:
-        """Whole batches from ``position``, at most ``max_bytes`` of them unless the
-        first batch alone is larger (it is always returned), never past ``end_position``."""
+    def read(self, position: int, max_bytes: int, end_position: int, min_one: bool = True) -> bytes | memoryview:
+        """Whole batches from ``position``, at most ``max_bytes`` of them, never past ``end_position``.
+
+        With ``min_one`` the first batch is returned even if it alone is larger (KIP-74)."""
         limit = end_position - position
         if limit < HEADER_SIZE:
             return b""
         data = os.pread(self._fd, min(max(max_bytes, HEADER_SIZE), limit), position)
         first = read_header(data).size
+        if first > max_bytes and not min_one:
+            return b""
         if first > len(data):
             return os.pread(self._fd, min(first, limit), position)
         end = whole_batches_length(data)

@@ -55,13 +55,15 @@ def _read(broker, request) -> tuple[dict, int, list]:
             records = b""
             aborted = [] if read_committed else None
             if offset != log_.high_watermark and (budget > 0 or total == 0):
-                limit = max(1, min(p["partition_max_bytes"], budget))
+                limit = min(p["partition_max_bytes"], budget)
+                # KIP-74: only the first partition with data may exceed the limits, by one batch
+                min_one = total == 0
                 try:
                     if read_committed:
-                        records, aborted_txns = log_.read_committed(offset, limit)
+                        records, aborted_txns = log_.read_committed(offset, limit, min_one)
                         aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted_txns]
                     else:
-                        records = log_.read(offset, limit)
+                        records = log_.read(offset, limit, min_one=min_one)
                 except OffsetOutOfRange:
                     parts.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, log_))
                     continue

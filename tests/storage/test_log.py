@@ -85,6 +85,8 @@ def test_read_returns_a_first_batch_larger_than_max_bytes(log_dir):
     data = log.read(0, 100)
     assert [h.base_offset for h in split_batches(data)] == [0]
     assert len(data) > 15_000
+    assert log.read(0, 100, min_one=False) == b"", "only the first partition of a fetch may exceed its limit"
+    assert log.read_committed(0, 100, min_one=False) == (b"", [])
     log.close()
 
 
