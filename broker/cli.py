@@ -10,6 +10,9 @@ import signal
 import sys
 from pathlib import Path
 
+from storage.errors import LogDirInUse
+from storage.files import lock_directory
+
 from .config import BrokerConfig, ConfigError, describe_settings
 
 log = logging.getLogger("moldau")
@@ -30,6 +33,12 @@ def _serve(args) -> int:
         log.warning("ignoring unknown config %s", name)
     _raise_open_file_limit()
     try:
+        # held until the process exits: a second broker on this directory would lose acknowledged data
+        dir_lock = lock_directory(config.log_dir)
+    except (LogDirInUse, OSError) as exc:
+        print(f"moldau: {exc}", file=sys.stderr)
+        return 1
+    try:
         broker = Broker(config)
         broker.start()
     except OSError as exc:  # e.g. a full disk: recovery cannot write its checkpoint
@@ -47,6 +56,7 @@ def _serve(args) -> int:
         uvloop.run(run())
     finally:
         broker.shutdown()
+        dir_lock.close()
         log.info("stopped; logs flushed and closed")
     return 0
 

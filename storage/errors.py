@@ -71,3 +71,7 @@ class DuplicateSequence(ProducerStateError):
 
 class TransactionCoordinatorFenced(ProducerStateError):
     """A marker from a coordinator older than one that already wrote here (TRANSACTION_COORDINATOR_FENCED)."""
+
+
+class LogDirInUse(StorageError):
+    """Another process holds the log directory's lock; two brokers on one directory lose data."""

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import base64
+import fcntl
 import os
 import uuid
 from pathlib import Path
+from typing import BinaryIO
+
+from storage.errors import LogDirInUse
+
+LOCK_FILE = ".lock"
 
 
 def fsync_dir(directory: Path) -> None:
@@ -15,6 +21,20 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def lock_directory(directory: Path) -> BinaryIO:
+    """Kafka's log-dir lock: an exclusive flock on ``<directory>/.lock``, held while the returned file is open.
+
+    The kernel drops it when the process dies, so a crash never leaves a stale lock behind."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lock = open(directory / LOCK_FILE, "ab")
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise LogDirInUse(f"{directory} is in use by another broker process (its {LOCK_FILE} is locked)") from None
+    return lock
 
 
 def atomic_write(path: Path, data: bytes) -> None:
