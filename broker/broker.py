@@ -89,6 +89,13 @@ class Broker:
             log.info("auto-created topic %s with %d partitions", name, topic.num_partitions)
         return topic
 
+    def endpoint(self, header) -> tuple[str, int]:
+        """Where clients reach this broker: the advertised address of the listener the request came in on."""
+        if header.session is None:  # the broker's own request
+            return self.host, self.port
+        listener = header.session.listener
+        return listener.advertised_host, listener.advertised_port
+
     def partition_leader(self, topic: str, partition: int) -> int | None:
         """The node leading the partition -- always this one; None if there is no such partition."""
         return self.node_id if self.logs.log(topic, partition) is not None else None

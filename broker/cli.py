@@ -22,10 +22,12 @@ def _serve(args) -> int:
     import uvloop
 
     from .broker import Broker
+    from .listeners import resolve
     from .server import serve
 
     try:
         config = BrokerConfig.load(Path(args.config) if args.config else None, args.override)
+        resolve(config)  # before anything is written: a listener it cannot serve stops the broker
     except (ConfigError, OSError) as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2

@@ -31,6 +31,9 @@ class Setting:
 SETTINGS: list[Setting] = [
     Setting("listeners", str, "PLAINTEXT://127.0.0.1:9092", "Comma-separated listener URLs to bind."),
     Setting("advertised.listeners", str, "", "Listener URLs given to clients (default: listeners)."),
+    Setting("listener.security.protocol.map", str,
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            "Security protocol of each listener name, NAME:PROTOCOL,..."),
     Setting("log.dirs", str, "./moldau-data", "Data directory (the first of a comma-separated list is used)."),
     Setting("node.id", int, 1, "This broker's id."),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
@@ -120,9 +123,6 @@ class BrokerConfig:
     @property
     def log_dir(self) -> Path:
         return Path(str(self["log.dirs"]).split(",")[0].strip())
-
-    def listeners(self) -> list[tuple[str, str, int]]:
-        return [parse_listener(u) for u in str(self["listeners"]).split(",") if u.strip()]
 
     def advertised(self) -> tuple[str, int]:
         """The host and port clients are told to use (first advertised listener)."""

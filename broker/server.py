@@ -20,6 +20,8 @@ from protocol.frames import FrameDecoder, FrameError, decode_request_header, res
 from . import faults
 from .broker import Broker, now_ms
 from .handlers import HANDLERS, api_versions
+from .listeners import Listener, resolve
+from .session import Session
 from .loopback import LoopbackChannel
 
 log = logging.getLogger("moldau.server")
@@ -31,8 +33,10 @@ _OUTBOX_LIMIT = 64 * 1024
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker, registry: set, drop_response: faults.ResponseDropper):
+    def __init__(self, broker: Broker, listener: Listener, registry: set, drop_response: faults.ResponseDropper):
         self.broker = broker
+        self.listener = listener
+        self.session: Session | None = None
         self.registry = registry
         self.drop_response = drop_response
         self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
@@ -55,6 +59,7 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = f"/{peer[0]}" if peer else ""
+        self.session = Session(self.listener, peer[0] if peer else "")
 
     def connection_lost(self, exc):
         self.registry.discard(self)
@@ -108,6 +113,7 @@ class KafkaConnection(asyncio.Protocol):
     def _handle(self, frame):
         header = decode_request_header(frame)
         header.client_host = self.client_host
+        header.session = self.session
         handler = HANDLERS.get(header.api_key)
         if handler is None:
             raise FrameError(f"unknown API key {header.api_key}")
@@ -177,12 +183,13 @@ async def serve(broker: Broker, stop: asyncio.Event) -> None:
         log.warning("fault injection: dropping every %dth Produce response", drop_response.every)
     if broker.kill_after_marker.after:
         log.warning("fault injection: killing the broker after transaction marker %d", broker.kill_after_marker.after)
-    for name, host, port in broker.config.listeners():
+    for listener in resolve(broker.config):
         server = await loop.create_server(
-            lambda: KafkaConnection(broker, connections, drop_response), host or "0.0.0.0", port, reuse_address=True
+            lambda listener=listener: KafkaConnection(broker, listener, connections, drop_response),
+            listener.host or "0.0.0.0", listener.port, reuse_address=True,
         )
         servers.append(server)
-        log.info("listening on %s://%s:%d", name, host, port)
+        log.info("listening on %s (%s)", listener, listener.security_protocol)
     flusher = asyncio.ensure_future(_flush_periodically(broker))
     expirer = asyncio.ensure_future(_expire_producers_periodically(broker))
     try:

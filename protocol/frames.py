@@ -62,7 +62,7 @@ class FrameDecoder:
 
 
 class RequestHeader:
-    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "body_offset", "client_host")
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "body_offset", "client_host", "session")
 
     def __init__(self, api_key, api_version, correlation_id, client_id, body_offset):
         self.api_key = api_key
@@ -71,6 +71,7 @@ class RequestHeader:
         self.client_id = client_id
         self.body_offset = body_offset
         self.client_host = ""  # the peer's address as Kafka shows it ("/127.0.0.1"), set by the server
+        self.session = None  # the connection's listener and principal, set by the server; None: the broker itself
 
 
 def request_is_flexible(api_key: int, api_version: int) -> bool:

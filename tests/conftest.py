@@ -95,7 +95,12 @@ class BrokerProcess:
 
     @property
     def ready_line(self) -> str:
-        return f"listening on PLAINTEXT://127.0.0.1:{self.port}"
+        """The log line of the listener on self.port (PLAINTEXT unless `listeners` names another)."""
+        name = "PLAINTEXT"
+        for url in str(self.overrides.get("listeners", "")).split(","):
+            if url.strip().endswith((":{port}", f":{self.port}")):
+                name = url.strip().partition("://")[0]
+        return f"listening on {name}://127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int | None:

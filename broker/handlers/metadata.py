@@ -52,9 +52,10 @@ def handle(broker, request, header) -> dict:
                     topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
             topics.append(_topic_entry(broker, topic))
+    host, port = broker.endpoint(header)
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": None}],
+        "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,

@@ -1,0 +1,88 @@
+"""Listeners as Kafka names them: `listeners`, `advertised.listeners` and `listener.security.protocol.map`.
+
+A listener's name is what the URL's scheme says (`PLAINTEXT://`, `INTERNAL://`); its security protocol
+is what the map says that name uses. A name the map does not know, or a protocol this broker cannot
+serve, stops the broker before it binds: serving such a listener as plaintext would hand its data to
+anyone who connects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import BrokerConfig, ConfigError, parse_listener
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+IMPLEMENTED = frozenset({"PLAINTEXT"})
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str  # as written in `listeners`, upper case (Kafka's ListenerName)
+    security_protocol: str
+    host: str
+    port: int
+    advertised_host: str
+    advertised_port: int
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def protocol_map(config: BrokerConfig) -> dict[str, str]:
+    """listener.security.protocol.map: 'NAME:PROTOCOL,...' -> {NAME: PROTOCOL}."""
+    mapping = {}
+    for item in str(config["listener.security.protocol.map"]).split(","):
+        if not item.strip():
+            continue
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name:
+            raise ConfigError(f"listener.security.protocol.map: {item.strip()!r} is not NAME:PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"listener.security.protocol.map: {protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}")
+        mapping[name] = protocol
+    return mapping
+
+
+def _urls(text: str) -> dict[str, tuple[str, int]]:
+    endpoints = {}
+    for url in text.split(","):
+        if url.strip():
+            name, host, port = parse_listener(url)
+            if name.upper() in endpoints:
+                raise ConfigError(f"listener name {name.upper()} appears twice in {text!r}")
+            endpoints[name.upper()] = (host, port)
+    return endpoints
+
+
+def resolve(config: BrokerConfig) -> list[Listener]:
+    """The listeners to bind, each with its security protocol and advertised endpoint.
+
+    Raises ConfigError for a name without a protocol or a protocol that is not implemented."""
+    mapping = protocol_map(config)
+    bound = _urls(str(config["listeners"]))
+    advertised = _urls(str(config["advertised.listeners"])) if config["advertised.listeners"] else {}
+    for name in advertised:
+        if name not in bound:
+            raise ConfigError(f"advertised.listeners: {name} is not one of the listeners ({', '.join(bound)})")
+    listeners = []
+    for name, (host, port) in bound.items():
+        protocol = mapping.get(name)
+        if protocol is None:
+            raise ConfigError(f"listeners: no security protocol defined for listener {name} "
+                              "(add it to listener.security.protocol.map)")
+        if protocol not in IMPLEMENTED:
+            raise ConfigError(f"listener {name}://{host}:{port}: security protocol {protocol} is not implemented "
+                              f"(implemented: {', '.join(sorted(IMPLEMENTED))})")
+        adv_host, adv_port = advertised.get(name, (host, port))
+        listeners.append(Listener(name, protocol, host, port, adv_host or "127.0.0.1", adv_port))
+    return listeners

@@ -1,0 +1,72 @@
+"""Listeners: named listeners through listener.security.protocol.map, and no listener served with less
+security than its protocol promises (issue 17, item 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from conftest import REPO_ROOT, free_port
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def serve_until_exit(tmp_path, *overrides: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    """Run `moldau serve` that is expected to refuse its config; a broker that starts instead is killed
+    at the timeout, and the test fails."""
+    cmd = [sys.executable, "-m", "broker", "serve", "--override", f"log.dirs={tmp_path / 'data'}"]
+    for item in overrides:
+        cmd += ["--override", item]
+    try:
+        return subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the broker started instead of refusing {overrides}:\n{exc.stderr}")
+
+
+def assert_refused(result: subprocess.CompletedProcess, *words: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+def test_a_listener_whose_protocol_is_not_implemented_is_refused(tmp_path, protocol):
+    port = free_port()
+    result = serve_until_exit(tmp_path, f"listeners={protocol}://127.0.0.1:{port}")
+    assert_refused(result, protocol, str(port), "not implemented")
+    assert not (tmp_path / "data" / "__consumer_offsets-0").exists()  # refused before writing anything
+
+
+def test_a_named_listener_takes_its_protocol_from_the_map(tmp_path):
+    port = free_port()
+    result = serve_until_exit(tmp_path, f"listeners=CLIENT://127.0.0.1:{port}",
+                              "listener.security.protocol.map=CLIENT:SASL_SSL")
+    assert_refused(result, "CLIENT", "SASL_SSL", "not implemented")
+
+
+def test_a_listener_name_missing_from_the_map_is_refused(tmp_path):
+    result = serve_until_exit(tmp_path, f"listeners=CLIENT://127.0.0.1:{free_port()}")
+    assert_refused(result, "CLIENT", "listener.security.protocol.map")
+
+
+def test_a_bad_protocol_map_is_refused(tmp_path):
+    result = serve_until_exit(tmp_path, f"listeners=CLIENT://127.0.0.1:{free_port()}",
+                              "listener.security.protocol.map=CLIENT:TLS")
+    assert_refused(result, "listener.security.protocol.map", "TLS")
+
+
+def test_named_plaintext_listeners_serve_clients_with_their_own_advertised_address(start_broker):
+    other = free_port()
+    broker = start_broker({
+        "listeners": f"CLIENT://127.0.0.1:{{port}},REPLICATION://127.0.0.1:{other}",
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT",
+    })
+    for port in (broker.port, other):
+        md = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=20)
+        assert [(b.host, b.port) for b in md.brokers.values()] == [("127.0.0.1", port)]
+    assert f"listening on REPLICATION://127.0.0.1:{other} (PLAINTEXT)" in broker.log_text()
