@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from storage.errors import LogDirInUse
+from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
 from .config import BrokerConfig, ConfigError, describe_settings
@@ -23,16 +23,16 @@ def _serve(args) -> int:
 
     from .broker import Broker
     from .listeners import resolve
-    from .server import serve
+    from .server import bind_listeners, serve
 
     try:
         config = BrokerConfig.load(Path(args.config) if args.config else None, args.override)
-        resolve(config)  # before anything is written: a listener it cannot serve stops the broker
+        listeners = resolve(config)  # before anything is written: a listener it cannot serve stops the broker
     except (ConfigError, OSError) as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2
-    for name in config.unknown:
-        log.warning("ignoring unknown config %s", name)
+    for warning in config.warnings():
+        log.warning("%s", warning)
     _raise_open_file_limit()
     try:
         # held until the process exits: a second broker on this directory would lose acknowledged data
@@ -41,9 +41,14 @@ def _serve(args) -> int:
         print(f"moldau: {exc}", file=sys.stderr)
         return 1
     try:
+        bound = bind_listeners(listeners)
+    except ConfigError as exc:
+        print(f"moldau: {exc}", file=sys.stderr)
+        return 2
+    try:
         broker = Broker(config)
         broker.start()
-    except OSError as exc:  # e.g. a full disk: recovery cannot write its checkpoint
+    except (OSError, StorageError) as exc:  # a full disk, a directory of another node.id
         print(f"moldau: cannot open {config.log_dir}: {exc}", file=sys.stderr)
         return 1
 
@@ -52,7 +57,7 @@ def _serve(args) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(broker, stop)
+        await serve(broker, stop, bound)
 
     try:
         uvloop.run(run())

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from storage.config import MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES
+
+from .kafka_configs import KAFKA_BROKER_CONFIGS
 
 
 def _bool(text: str) -> bool:
@@ -20,12 +25,21 @@ def _optional_int(text: str) -> int | None:
     return None if text in ("", "none", "None") else int(text)
 
 
+def at_least(low: int) -> Callable[[object], str | None]:
+    return lambda value: None if value >= low else f"must be at least {low}"
+
+
+def between(low: int, high: int) -> Callable[[object], str | None]:
+    return lambda value: None if low <= value <= high else f"must be in [{low}, {high}]"
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
     parse: Callable[[str], object]
     default: object
     doc: str
+    check: Callable[[object], str | None] | None = None  # an error message for a value Kafka refuses
 
 
 SETTINGS: list[Setting] = [
@@ -34,12 +48,14 @@ SETTINGS: list[Setting] = [
     Setting("listener.security.protocol.map", str,
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
             "Security protocol of each listener name, NAME:PROTOCOL,..."),
-    Setting("log.dirs", str, "./moldau-data", "Data directory (the first of a comma-separated list is used)."),
+    Setting("log.dirs", str, "", "Data directory (default: log.dir); one directory, JBOD is not supported."),
+    Setting("log.dir", str, "./moldau-data", "Data directory when log.dirs is not set."),
     Setting("node.id", int, 1, "This broker's id."),
-    Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
+    Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", at_least(1)),
     Setting("auto.create.topics.enable", _bool, True, "Create unknown topics on Metadata and Produce."),
-    Setting("log.segment.bytes", int, 1 << 30, "Roll a segment when it reaches this size."),
-    Setting("log.roll.ms", int, 7 * 24 * 3600 * 1000, "Roll a segment when it is this old."),
+    Setting("log.segment.bytes", int, 1 << 30, "Roll a segment when it reaches this size.",
+            between(MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES)),
+    Setting("log.roll.ms", int, 7 * 24 * 3600 * 1000, "Roll a segment when it is this old.", at_least(1)),
     Setting("log.flush.interval.messages", _optional_int, None, "fsync after this many messages (default: the OS)."),
     Setting("log.flush.interval.ms", _optional_int, None, "fsync at most this long after a write (default: the OS)."),
     Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries."),
@@ -53,7 +69,8 @@ SETTINGS: list[Setting] = [
             "How long an empty group waits for more members before its first rebalance."),
     Setting("group.min.session.timeout.ms", int, 6000, "Smallest session.timeout.ms a group member may ask for."),
     Setting("group.max.session.timeout.ms", int, 1_800_000, "Largest session.timeout.ms a group member may ask for."),
-    Setting("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets when the broker creates it."),
+    Setting("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets when the broker creates it.",
+            at_least(1)),
     Setting("offsets.retention.minutes", int, 10080, "Committed offsets of an empty group expire after this long."),
     Setting("offsets.retention.check.interval.ms", int, 600_000, "How often expired offsets are looked for."),
     Setting("offset.metadata.max.bytes", int, 4096, "Longest metadata string an offset commit may carry."),
@@ -61,7 +78,7 @@ SETTINGS: list[Setting] = [
             "Forget a partition's state of a producer idle this long."),
     Setting("producer.id.expiration.check.interval.ms", int, 600_000, "How often idle producers are looked for."),
     Setting("transaction.state.log.num.partitions", int, 50,
-            "Partitions of __transaction_state when the broker creates it."),
+            "Partitions of __transaction_state when the broker creates it.", at_least(1)),
     Setting("transaction.max.timeout.ms", int, 900_000, "Largest transaction.timeout.ms a producer may ask for."),
     Setting("transactional.id.expiration.ms", int, 7 * 24 * 3600 * 1000,
             "Forget a transactional id that has not been used for this long."),
@@ -75,6 +92,10 @@ _BY_NAME = {s.name: s for s in SETTINGS}
 
 class ConfigError(ValueError):
     pass
+
+
+# Kafka's names that Moldau does not implement: reported as "not supported", never as unknown
+NOT_SUPPORTED = KAFKA_BROKER_CONFIGS - _BY_NAME.keys()
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -92,7 +113,8 @@ def read_properties(path: Path) -> dict[str, str]:
 
 
 class BrokerConfig:
-    """Typed values by Kafka name; unknown names are kept (and reported) but unused."""
+    """Typed values by Kafka name, checked as Kafka checks them (ConfigError); unknown names are kept
+    (and reported, see ``warnings``) but unused."""
 
     def __init__(self, values: dict[str, str] | None = None):
         self.values: dict[str, object] = {s.name: s.default for s in SETTINGS}
@@ -103,9 +125,29 @@ class BrokerConfig:
                 self.unknown[name] = text
                 continue
             try:
-                self.values[name] = setting.parse(text)
+                value = setting.parse(text)
             except ValueError as exc:
-                raise ConfigError(f"{name}: {exc}") from None
+                raise ConfigError(f"{name}: invalid value {text!r} ({exc})") from None
+            problem = setting.check(value) if setting.check else None
+            if problem:
+                raise ConfigError(f"{name}: {problem}, got {text}")
+            self.values[name] = value
+        if len(self._log_dirs()) != 1:
+            raise ConfigError(f"log.dirs: exactly one directory is supported (no JBOD), got {self['log.dirs']!r}")
+
+    def warnings(self) -> list[str]:
+        """One line per name this broker ignores: Kafka's that Moldau lacks, and typos with a suggestion."""
+        lines = []
+        for name in self.unknown:
+            if name in NOT_SUPPORTED:
+                lines.append(f"{name} is a Kafka broker config that Moldau does not support; ignored")
+                continue
+            # names Moldau implements first: a typo of one is the likelier mistake
+            match = difflib.get_close_matches(name, _BY_NAME, 1, 0.8) or difflib.get_close_matches(
+                name, NOT_SUPPORTED, 1, 0.8)
+            hint = f"; did you mean {match[0]}?" if match else ""
+            lines.append(f"unknown config {name}{hint} (ignored)")
+        return lines
 
     def __getitem__(self, name: str):
         return self.values[name]
@@ -120,9 +162,13 @@ class BrokerConfig:
             values[name.strip()] = value.strip()
         return cls(values)
 
+    def _log_dirs(self) -> list[str]:
+        """log.dirs, or log.dir when that is not set, as in Kafka."""
+        return [d.strip() for d in str(self["log.dirs"] or self["log.dir"]).split(",") if d.strip()]
+
     @property
     def log_dir(self) -> Path:
-        return Path(str(self["log.dirs"]).split(",")[0].strip())
+        return Path(self._log_dirs()[0])
 
     def advertised(self) -> tuple[str, int]:
         """The host and port clients are told to use (first advertised listener)."""
@@ -132,12 +178,17 @@ class BrokerConfig:
 
 
 def parse_listener(url: str) -> tuple[str, str, int]:
-    """'PLAINTEXT://host:port' -> (name, host, port)."""
+    """'PLAINTEXT://host:port' -> (name, host, port); an empty host means every interface."""
     name, sep, rest = url.strip().partition("://")
-    if not sep:
-        raise ConfigError(f"listener {url!r} is not NAME://host:port")
-    host, _, port = rest.rpartition(":")
-    return name, host.strip("[]"), int(port)
+    host, colon, port_text = rest.rpartition(":")
+    if not sep or not name:
+        raise ConfigError(f"listener {url.strip()!r} has no listener name: write it as PLAINTEXT://host:port")
+    if not colon or not port_text.isdigit():
+        raise ConfigError(f"listener {url.strip()!r} has no port: write it as {name}://host:port")
+    port = int(port_text)
+    if port > 65535:
+        raise ConfigError(f"listener {url.strip()!r}: port {port} is not in [0, 65535]")
+    return name, host.strip("[]"), port
 
 
 def describe_settings() -> str:

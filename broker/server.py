@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import socket
 from collections import deque
 
 from protocol import codec
@@ -19,8 +20,9 @@ from protocol.frames import FrameDecoder, FrameError, decode_request_header, res
 
 from . import faults
 from .broker import Broker, now_ms
+from .config import ConfigError
 from .handlers import HANDLERS, api_versions
-from .listeners import Listener, resolve
+from .listeners import Listener
 from .session import Session
 from .loopback import LoopbackChannel
 
@@ -172,7 +174,32 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.close()
 
 
-async def serve(broker: Broker, stop: asyncio.Event) -> None:
+def bind_listeners(listeners: list[Listener]) -> dict[Listener, socket.socket]:
+    """Bind every listener's socket, listening later: run before the logs load, so a port in use or a
+    host that does not resolve stops the broker at once (ConfigError) instead of after recovery."""
+    bound: dict[Listener, socket.socket] = {}
+    try:
+        for listener in listeners:
+            try:
+                family, kind, proto, _, address = socket.getaddrinfo(
+                    listener.host or "0.0.0.0", listener.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+            except socket.gaierror as exc:
+                raise ConfigError(f"listener {listener}: cannot resolve host {listener.host!r} ({exc.strerror})") from None
+            sock = socket.socket(family, kind, proto)
+            bound[listener] = sock
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                raise ConfigError(f"listener {listener}: cannot bind ({exc.strerror})") from None
+    except ConfigError:
+        for sock in bound.values():
+            sock.close()
+        raise
+    return bound
+
+
+async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socket.socket]) -> None:
     loop = asyncio.get_running_loop()
     servers = []
     connections: set[KafkaConnection] = set()
@@ -183,10 +210,9 @@ async def serve(broker: Broker, stop: asyncio.Event) -> None:
         log.warning("fault injection: dropping every %dth Produce response", drop_response.every)
     if broker.kill_after_marker.after:
         log.warning("fault injection: killing the broker after transaction marker %d", broker.kill_after_marker.after)
-    for listener in resolve(broker.config):
+    for listener, sock in bound.items():
         server = await loop.create_server(
-            lambda listener=listener: KafkaConnection(broker, listener, connections, drop_response),
-            listener.host or "0.0.0.0", listener.port, reuse_address=True,
+            lambda listener=listener: KafkaConnection(broker, listener, connections, drop_response), sock=sock
         )
         servers.append(server)
         log.info("listening on %s (%s)", listener, listener.security_protocol)

@@ -1,0 +1,62 @@
+"""A configuration Kafka would refuse stops the broker with one line and exit code 2, before any work."""
+
+import socket
+
+import pytest
+from helpers.kafka import create_topic
+from helpers.startup import error_lines, serve_refused
+
+from conftest import free_port
+
+
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        ({"listeners": "PLAINTEXT://127.0.0.1:99999"}, "port 99999 is not in [0, 65535]"),
+        ({"listeners": "127.0.0.1:{port}"}, "has no listener name"),
+        ({"listeners": "PLAINTEXT://127.0.0.1"}, "has no port"),
+        ({"num.partitions": "0"}, "num.partitions: must be at least 1"),
+        ({"num.partitions": "-3"}, "num.partitions: must be at least 1"),
+        ({"log.segment.bytes": "13"}, "log.segment.bytes: must be in [14,"),
+        ({"log.segment.bytes": "lots"}, "log.segment.bytes: invalid value 'lots'"),
+        ({"listeners": "PLAINTEXT://no-such-host.invalid:{port}"}, "cannot resolve host 'no-such-host.invalid'"),
+        ({"log.dirs": "{data},{data}-2"}, "exactly one directory"),
+    ],
+)
+def test_bad_config_is_one_line_and_exit_code_2(tmp_path, overrides, says):
+    values = {"listeners": "PLAINTEXT://127.0.0.1:{port}", "log.dirs": "{data}", **overrides}
+    port = free_port()
+    result = serve_refused({k: v.format(port=port, data=tmp_path / "data") for k, v in values.items()})
+    assert result.returncode == 2, result.stderr
+    lines = error_lines(result)
+    assert len(lines) == 1 and says in lines[0] and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "data" / "__consumer_offsets-0").exists()
+
+
+def test_port_in_use_is_refused_before_the_logs_load(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = serve_refused({"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": tmp_path / "data"})
+    assert result.returncode == 2, result.stderr
+    lines = error_lines(result)
+    assert len(lines) == 1 and f"127.0.0.1:{port}: cannot bind (Address already in use)" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    # bound before the internal topics are created: nothing was written
+    assert not any(p.is_dir() for p in (tmp_path / "data").iterdir())
+
+
+def test_log_dir_singular_is_honoured(start_broker, tmp_path):
+    b = start_broker({"log.dirs": "", "log.dir": tmp_path / "singular"})
+    create_topic(b.bootstrap, "here", partitions=1)
+    assert (tmp_path / "singular" / "here-0").is_dir()
+    assert not (b.data_dir / "here-0").exists()
+
+
+def test_unsupported_kafka_names_and_typos_are_told_apart(start_broker):
+    b = start_broker({"log.cleaner.threads": 2, "num.partitons": 3, "zzz.frobnicate": 1})
+    log = b.log_since_start()
+    assert "log.cleaner.threads is a Kafka broker config that Moldau does not support; ignored" in log
+    assert "unknown config num.partitons; did you mean num.partitions? (ignored)" in log
+    assert "unknown config zzz.frobnicate (ignored)" in log
