@@ -75,3 +75,7 @@ class TransactionCoordinatorFenced(ProducerStateError):
 
 class LogDirInUse(StorageError):
     """Another process holds the log directory's lock; two brokers on one directory lose data."""
+
+
+class InvalidTxnState(ProducerStateError):
+    """A non-transactional batch from a producer whose transaction is open in the partition (INVALID_TXN_STATE)."""

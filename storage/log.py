@@ -316,7 +316,8 @@ class Log:
         stamp = self.config.log_append_time
         stored = []
         for position, hdr in batches:
-            if hdr.size > self.config.segment_bytes:
+            # a marker always goes in, in a segment of its own if need be: its transaction would hang otherwise
+            if hdr.size > self.config.segment_bytes and not hdr.is_control:
                 raise RecordBatchTooLarge(
                     f"batch of {hdr.size} bytes exceeds segment.bytes {self.config.segment_bytes} of {self.name}"
                 )

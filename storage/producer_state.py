@@ -23,7 +23,10 @@ Transactions: a producer's first transactional batch opens its transaction
 in the partition, and the coordinator's commit or abort marker closes it.
 The open ones are kept in the order they began, so the first unstable
 offset -- where the earliest open transaction began, which bounds the last
-stable offset -- is read off in constant time. Markers are not sequenced;
+stable offset -- is read off in constant time. While a producer's
+transaction is open here, a non-transactional batch of it is refused, so
+nothing moves it past the epoch of the marker that will end the transaction.
+Markers are not sequenced;
 one from an older producer epoch or an older coordinator is refused.
 
 The state survives restarts through snapshots, ``<offset>.snapshot`` in the
@@ -49,6 +52,7 @@ from storage.errors import (
     DuplicateSequence,
     InvalidProducerEpoch,
     InvalidProducerRecord,
+    InvalidTxnState,
     OutOfOrderSequence,
     TransactionCoordinatorFenced,
 )
@@ -207,6 +211,9 @@ class ProducerStateManager:
                 current = (entry.producer_epoch, entry.last_seq)
             if current is not None:  # None: no state for this producer, so any sequence goes (module docstring)
                 self._check_sequence(hdr, *current)
+            if entry is not None and entry.current_txn_first_offset != NO_TXN_OFFSET and not hdr.is_transactional:
+                # its transaction's marker must still land here, so nothing may move the producer on
+                raise InvalidTxnState(f"producer {pid} sent a non-transactional batch in its open transaction")
             expected[pid] = (hdr.producer_epoch, hdr.last_sequence)
         return None
 

@@ -483,8 +483,13 @@ class GroupCoordinator:
                       ) -> list[tuple[TopicPartition, CommittedOffset | None, ErrorCode]]:
         """(partition, committed offset or None, error); ``partitions`` None means all the group has."""
         group = self.groups.get(group_id)
-        if partitions is None:
-            return [(tp, c, ErrorCode.NONE) for tp, c in group.offsets.items()] if group else []
+        if partitions is None:  # all of them: answered as if each was named, so both forms agree
+            if group is None:
+                return []
+            partitions = list(group.offsets)
+            if require_stable:
+                partitions += sorted({tp for staged in group.pending_txn_offsets.values() for tp in staged}
+                                     - group.offsets.keys())
         out = []
         for tp in partitions:
             if group is not None and require_stable and group.has_pending_offsets(tp):

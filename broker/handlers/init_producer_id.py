@@ -4,8 +4,8 @@ Without a transactional id every request gets a fresh producer id at epoch 0,
 unless (v3+, KIP-360) the producer names the id and epoch it has: then the
 epoch is bumped, which fences its own older in-flight batches and lets it
 restart its sequences at 0 without losing its id. An epoch that would pass
-the int16 range gets a fresh id instead. With a transactional id the
-transaction coordinator answers.
+the int16 range, or a producer id that belongs to a transactional id, gets a
+fresh id instead. With a transactional id the transaction coordinator answers.
 """
 
 from broker.errors import ErrorCode
@@ -32,9 +32,10 @@ def handle(broker, request, header) -> dict:
             request["transactional_id"], request["transaction_timeout_ms"], producer_id, epoch)
         return _result(fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE), producer_id, epoch)
     ids = broker.producer_ids
-    if ids.issued(producer_id) and epoch < MAX_EPOCH:
+    if ids.issued(producer_id) and epoch < MAX_EPOCH and not broker.transactions.owns_producer_id(producer_id):
         return _result(ErrorCode.NONE, producer_id, epoch + 1)
-    # a first request, an exhausted epoch, or an id this broker never issued
+    # a first request, an exhausted epoch, an id this broker never issued, or a transactional id's
+    # (whose epochs only its coordinator moves: its markers must not be fenced)
     producer_id = ids.generate()
     if producer_id is None:  # no id could be reserved (a full disk): clients retry this error
         return _result(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)

@@ -1,6 +1,8 @@
 """ListOffsets: earliest, latest, max timestamp, or the first offset at a time.
 
-For read_committed readers (v2+), latest is the last stable offset.
+For read_committed readers (v2+), latest is the last stable offset, and a
+lookup by timestamp or max timestamp answers only an offset below it (else
+-1), as Kafka does: nothing of an open transaction is named to them.
 """
 
 from broker.errors import ErrorCode
@@ -29,7 +31,7 @@ def _lookup(log_, timestamp: int, read_committed: bool) -> tuple[int, int]:
         return -1, -1
     else:
         found = log_.offset_for_timestamp(timestamp)
-    if found is None:
+    if found is None or (read_committed and found[0] >= log_.last_stable_offset):
         return -1, -1
     offset, ts = found
     return ts, offset

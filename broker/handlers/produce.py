@@ -1,6 +1,7 @@
-"""Produce: validate each partition's batches and append them as they came.
+"""Produce: validate each partition's batch and append it as it came.
 
-A transactional batch is taken only for a partition of the producer's open
+Each partition's records hold exactly one batch (Kafka's rule from Produce v3
+on: no client sends more, and every check below is per batch). A transactional batch is taken only for a partition of the producer's open
 transaction: the transaction coordinator is asked first (KIP-890), so that
 nothing is written where no marker would follow.
 """
@@ -14,6 +15,7 @@ from storage.errors import (
     DuplicateSequence,
     InvalidProducerEpoch,
     InvalidProducerRecord,
+    InvalidTxnState,
     OutOfOrderSequence,
     ProducerStateError,
     RecordBatchTooLarge,
@@ -29,6 +31,7 @@ _PRODUCER_STATE_ERRORS = {
     OutOfOrderSequence: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     InvalidProducerEpoch: ErrorCode.INVALID_PRODUCER_EPOCH,
     DuplicateSequence: ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+    InvalidTxnState: ErrorCode.INVALID_TXN_STATE,
 }
 
 
@@ -75,21 +78,23 @@ def _append(broker, topic, part: dict, transactional_id: str | None, now: int) -
     except CorruptRecord as exc:
         log.info("rejected batch for %s-%d: %s", topic.name, index, exc)
         return _partition_result(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc))
-    limit = broker.config["message.max.bytes"]
-    if any(hdr.size > limit for _, hdr in batches):
+    if len(batches) != 1:
+        log.info("refused %d batches for %s-%d in one request", len(batches), topic.name, index)
+        return _partition_result(index, ErrorCode.INVALID_RECORD, message="exactly one record batch per partition")
+    ((_, hdr),) = batches
+    if hdr.size > broker.config["message.max.bytes"]:
         return _partition_result(index, ErrorCode.MESSAGE_TOO_LARGE)
     problem = _timestamp_problem(log_.config, batches, now)
     if problem:
         log.info("refused batch for %s-%d: %s", topic.name, index, problem)
         return _partition_result(index, ErrorCode.INVALID_TIMESTAMP, message=problem)
-    if any(hdr.is_control for _, hdr in batches):
+    if hdr.is_control:
         return _partition_result(index, ErrorCode.INVALID_RECORD, message="clients may not write control batches")
-    txn = next((hdr for _, hdr in batches if hdr.is_transactional and hdr.producer_id != NO_PRODUCER_ID), None)
-    if txn is not None:
-        error = _verify_transaction(broker, transactional_id, txn, (topic.name, index))
+    if hdr.is_transactional and hdr.producer_id != NO_PRODUCER_ID:
+        error = _verify_transaction(broker, transactional_id, hdr, (topic.name, index))
         if error:
             log.info("refused transactional batch of producer %d for %s-%d: %s",
-                     txn.producer_id, topic.name, index, error.name)
+                     hdr.producer_id, topic.name, index, error.name)
             return _partition_result(index, error, message="the partition is not in the producer's transaction")
     try:
         base_offset, _ = log_.append(records, batches, now)

@@ -133,6 +133,10 @@ class TransactionCoordinator:
         self.transactions[transactional_id] = txn
         return ErrorCode.NONE, txn.producer_id, txn.producer_epoch
 
+    def owns_producer_id(self, producer_id: int) -> bool:
+        """Whether a transactional id holds ``producer_id``, which then no idempotent producer may use."""
+        return any(txn.producer_id == producer_id for txn in self.transactions.values())
+
     # ---- the transaction's partitions --------------------------------------------
 
     def _producer(self, transactional_id: str, producer_id: int, epoch: int

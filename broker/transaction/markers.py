@@ -67,8 +67,9 @@ class TransactionMarkerChannelManager:
                 try:
                     response = await self.channel.send(
                         leader, "WriteTxnMarkers", WRITE_TXN_MARKERS_VERSION, {"markers": [marker]})
-                except OSError as exc:
-                    log.warning("WriteTxnMarkers to node %d failed (%s); will retry", leader, exc)
+                except Exception as exc:  # whatever failed, the transaction stays open until its markers land
+                    log.warning("WriteTxnMarkers to node %d failed (%s); will retry", leader, exc,
+                                exc_info=not isinstance(exc, OSError))
                     continue
                 remaining -= _finished(response, producer_id)
             if not remaining:

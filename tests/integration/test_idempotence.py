@@ -26,7 +26,6 @@ from protocol.records import build_batch, control_batch
 
 NONE = 0
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
 INVALID_REQUEST = 42
 INVALID_RECORD = 87
@@ -90,10 +89,11 @@ def test_duplicates_gaps_and_epochs(broker):
         assert produce(c, topic, batch(pid, 0, 5))[0] == INVALID_PRODUCER_EPOCH, "the old epoch is fenced"
         assert produce(c, topic, first)[0] == INVALID_PRODUCER_EPOCH, "so are its retries"
 
-        # a request with several batches is checked as a whole before anything is stored
-        assert produce(c, topic, batch(pid, 1, 1) + batch(pid, 1, 2, n=2)) == (NONE, 6)
-        assert produce(c, topic, batch(pid, 1, 4) + batch(pid, 1, 6))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
-        assert produce(c, topic, batch(pid, 1, 4) + batch(pid, 1, 2, n=2))[0] == DUPLICATE_SEQUENCE_NUMBER
+        # one batch per partition (Kafka's rule from Produce v3 on): more are refused before anything is stored
+        assert produce(c, topic, batch(pid, 1, 1) + batch(pid, 1, 2, n=2))[0] == INVALID_RECORD
+        assert log_end(c, topic) == 6
+        assert produce(c, topic, batch(pid, 1, 1)) == (NONE, 6)
+        assert produce(c, topic, batch(pid, 1, 2, n=2)) == (NONE, 7)
         assert log_end(c, topic) == 9
 
         # fields that do not go together, and control batches, which only the broker writes
