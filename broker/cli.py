@@ -1,4 +1,4 @@
-"""The `moldau` command: `moldau serve [server.properties] [--override name=value]...`."""
+"""The `moldau` command: `moldau serve [server.properties] [--override name=value]...`, and its tools."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
+from . import transactions_command
 from .config import BrokerConfig, ConfigError, describe_settings
 
 log = logging.getLogger("moldau")
@@ -123,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address (default %(default)s)")
     check.add_argument("--timeout", type=float, default=60.0, help="seconds allowed for reading (default %(default)s)")
     check.add_argument("--json", metavar="FILE", help="also write the verdict as JSON to FILE")
+    transactions_command.add_parser(sub)
     # the pipeline parses its own arguments (`moldau pipeline --help`)
     sub.add_parser("pipeline", add_help=False, help="the Spark Structured Streaming pipeline (pipeline/)")
     args, rest = parser.parse_known_args(argv)
@@ -135,4 +137,6 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "verify":
         return _verify(args)
+    if args.command == "transactions":
+        return transactions_command.run(args)
     return 2

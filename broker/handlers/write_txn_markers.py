@@ -4,7 +4,8 @@ Markers take their own append path: they carry no sequence, only the
 producer epoch and the coordinator epoch, which must not be older than the
 partition has seen. A marker landing in __consumer_offsets also settles the
 producer's pending offset commits there. Kafka's admin tools send this
-request too, to abort a hanging transaction in one partition.
+request too, to abort a hanging transaction in one partition (`moldau
+transactions abort`); a coordinator epoch above any coordinator's is refused.
 """
 
 import logging
@@ -12,6 +13,7 @@ import logging
 from broker.broker import now_ms
 from broker.errors import ErrorCode
 from broker.group import OFFSETS_TOPIC
+from broker.transaction.coordinator import COORDINATOR_EPOCH
 from storage.errors import InvalidProducerEpoch, TransactionCoordinatorFenced
 
 API = "WriteTxnMarkers"
@@ -25,6 +27,12 @@ def _write(broker, topic: str, partition: int, marker: dict, now: int) -> ErrorC
     if log_ is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     producer_id, committed = marker["producer_id"], marker["transaction_result"]
+    if marker["coordinator_epoch"] > COORDINATOR_EPOCH:
+        # No coordinator has that epoch; taken, it would fence the real one for this producer here,
+        # and the producer's next transaction in this partition would never get its marker.
+        log.info("refused marker for %s-%d: coordinator epoch %d, there is none above %d",
+                 topic, partition, marker["coordinator_epoch"], COORDINATOR_EPOCH)
+        return ErrorCode.INVALID_REQUEST
     try:
         log_.append_marker(producer_id, marker["producer_epoch"], marker["coordinator_epoch"], committed, now)
     except InvalidProducerEpoch as exc:

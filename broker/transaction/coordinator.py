@@ -10,10 +10,11 @@ every partition (TransactionMarkerChannelManager), and CompleteCommit or
 CompleteAbort is written when all are in. Until then the next transactional
 request of that id gets CONCURRENT_TRANSACTIONS.
 
-Two loop timers do the housekeeping: transactions open longer than their
+Loop timers do the housekeeping: transactions open longer than their
 timeout are aborted with the epoch bumped (so the zombie producer is
-fenced), and ids idle for transactional.id.expiration.ms are removed with a
-tombstone. After a restart, a transaction found in PrepareCommit or
+fenced), ids idle for transactional.id.expiration.ms are removed with a
+tombstone, and partitions whose last stable offset is stuck for longer than
+any transaction may last are logged (LastStableOffsetWatch). After a restart, a transaction found in PrepareCommit or
 PrepareAbort has its markers sent again.
 """
 
@@ -30,6 +31,7 @@ from broker.producer_ids import ProducerIdManager
 from protocol.records import NO_PRODUCER_ID
 from storage.log_manager import LogManager
 
+from .lso_watch import LastStableOffsetWatch
 from .markers import BrokerChannel, TransactionMarkerChannelManager
 from .metadata import (
     COMPLETE_ABORT,
@@ -72,6 +74,7 @@ class TransactionCoordinator:
         self.state_manager = TransactionStateManager(logs, config, notify_append)
         self.transactions: dict[str, TransactionMetadata] = {}
         self.markers: TransactionMarkerChannelManager | None = None
+        self.lso_watch = LastStableOffsetWatch(logs, config["transaction.max.timeout.ms"])
         self._tasks: set[asyncio.Task] = set()
 
     def load(self) -> None:
@@ -91,6 +94,9 @@ class TransactionCoordinator:
                        self._abort_timed_out_transactions)
         self._schedule(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
                        self._remove_expired_transactional_ids)
+        # checked as often as timed-out transactions are: a stuck LSO is one that outlived their abort
+        self._schedule(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                       lambda: self.lso_watch.check(now_ms()))
 
     # ---- InitProducerId -----------------------------------------------------------
 
