@@ -1,8 +1,7 @@
-"""Broker state shared by the handlers: config, logs, topic metadata, fetch waiters."""
+"""Broker state shared by the handlers: config, logs, topic metadata, parked fetches."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -13,7 +12,9 @@ from storage.log_manager import LogManager
 
 from . import faults
 from .config import BrokerConfig
+from .delayed_fetch import FetchPurgatory
 from .group import GroupCoordinator
+from .log_read import TopicPartition
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 from .transaction import TransactionCoordinator
 
@@ -50,8 +51,7 @@ class Broker:
             self.logs, config, self.producer_ids, self.partition_leader, self.notify_append
         )
         self.kill_after_marker = faults.marker_killer()
-        # fetch requests parked until one of their partitions gets data
-        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self.fetch_purgatory = FetchPurgatory()
 
     @property
     def cluster_id(self) -> str:
@@ -121,28 +121,7 @@ class Broker:
     # ---- fetch long-poll ------------------------------------------------------
 
     def notify_append(self, topic: str, partition: int) -> None:
-        waiters = self._waiters.pop((topic, partition), None)
-        if waiters:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
-
-    async def wait_for_append(self, keys: list[tuple[str, int]], timeout_s: float) -> None:
-        """Return when any of the partitions gets an append, or at the timeout."""
-        fut = asyncio.get_running_loop().create_future()
-        for key in keys:
-            self._waiters.setdefault(key, set()).add(fut)
-        try:
-            await asyncio.wait_for(fut, timeout_s)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            for key in keys:
-                waiters = self._waiters.get(key)
-                if waiters is not None:
-                    waiters.discard(fut)
-                    if not waiters:
-                        del self._waiters[key]
+        self.fetch_purgatory.check_and_complete(TopicPartition(topic, partition))
 
 
 __all__ = ["Broker", "InvalidTopic", "INTERNAL_TOPICS", "now_ms"]

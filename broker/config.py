@@ -61,6 +61,7 @@ SETTINGS: list[Setting] = [
     Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries."),
     Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame accepted."),
     Setting("message.max.bytes", int, 1048588, "Largest record batch accepted, as in Kafka."),
+    Setting("fetch.max.bytes", int, 55 * 1024 * 1024, "Most bytes one Fetch response carries (the first batch excepted)."),
     Setting("log.message.timestamp.before.max.ms", int, 2**63 - 1,
             "Refuse CreateTime timestamps further than this in the past (INVALID_TIMESTAMP)."),
     Setting("log.message.timestamp.after.max.ms", int, 3_600_000,

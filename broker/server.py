@@ -49,6 +49,7 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = "?"
         self.client_host = ""
         self.busy = False
+        self.parked_fetch: asyncio.Task | None = None  # dropped if the connection closes first
         self.write_paused = False
         self.read_paused = False
         self.closed = False
@@ -67,6 +68,8 @@ class KafkaConnection(asyncio.Protocol):
         self.registry.discard(self)
         self.closed = True
         self.queue.clear()
+        if self.parked_fetch is not None:
+            self.parked_fetch.cancel()  # nobody is left to answer; Kafka drops it too
 
     def pause_writing(self):
         self.write_paused = True
@@ -130,7 +133,9 @@ class KafkaConnection(asyncio.Protocol):
         result = handler.handle(self.broker, request, header)
         if inspect.isawaitable(result):
             self.busy = True
-            asyncio.ensure_future(self._finish(handler.name, header, result))
+            task = asyncio.ensure_future(self._finish(handler.name, header, result))
+            if handler.name == "Fetch":  # a joining group member's wait must end for the others, so not those
+                self.parked_fetch = task
         elif result is not None:  # None: no response (Produce with acks=0)
             if self.drop_response(handler.name):
                 self.close(f"fault injection ({faults.DROP_RESPONSE_ENV}): {handler.name} response dropped")
@@ -147,6 +152,7 @@ class KafkaConnection(asyncio.Protocol):
             self.close("internal error")
         finally:
             self.busy = False
+            self.parked_fetch = None
         self._process()
 
     def send(self, name: str, version: int, correlation_id: int, body: dict) -> None:

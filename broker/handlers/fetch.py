@@ -1,97 +1,79 @@
 """Fetch: hand stored batches back as they lie in the segment files.
 
 Sessionless (KIP-227 session id 0): every response is full, which clients
-accept by starting a new session next time. A fetch that finds less than
-min_bytes parks until an append to one of its partitions or max_wait_ms.
+accept by starting a new session next time. The request's partitions are a
+map (broker/log_read.py); a fetch that finds less than min_bytes parks in the
+fetch purgatory (broker/delayed_fetch.py) until appends bring enough or
+max_wait_ms passes, and is dropped if its connection closes first.
 
 read_committed fetches get nothing at or past the last stable offset, and
 the aborted transactions among what they get, whose records the client drops.
 """
 
-import asyncio
+from __future__ import annotations
 
+from broker.delayed_fetch import DelayedFetch
 from broker.errors import ErrorCode
-from storage.errors import OffsetOutOfRange
+from broker.log_read import FetchPartition, PartitionData, TopicPartition, read_from_logs
 
 API = "Fetch"
 VERSIONS = (4, 17)
 
-READ_COMMITTED = 1
 
-
-def _partition(index, code, log_=None, records=b"", aborted=None) -> dict:
-    return {
-        "partition_index": index,
-        "error_code": code,
-        "high_watermark": log_.high_watermark if log_ else -1,
-        "last_stable_offset": log_.last_stable_offset if log_ else -1,
-        "log_start_offset": log_.log_start_offset if log_ else -1,
-        "aborted_transactions": aborted,
-        "preferred_read_replica": -1,
-        "records": records,
-    }
-
-
-def _read(broker, request) -> tuple[dict, int, list]:
-    """One pass over the requested partitions: (response, bytes found, partition keys)."""
-    budget = request["max_bytes"]
-    read_committed = request["isolation_level"] == READ_COMMITTED
-    total = 0
-    keys = []
-    responses = []
+def requested_partitions(broker, request) -> dict[TopicPartition, FetchPartition]:
+    """The request's partitions as a map: one entry per partition, the last one named wins."""
+    wanted: dict[TopicPartition, FetchPartition] = {}
+    logs = broker.logs
     for want in request["topics"]:
         name = want["topic"]
-        topic = broker.logs.topic(name) if name else broker.logs.topic_by_id(want["topic_id"])
+        topic = logs.topic(name) if name else logs.topic_by_id(want["topic_id"])
         missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name else ErrorCode.UNKNOWN_TOPIC_ID
-        parts = []
+        topic_name = topic.name if topic else name or str(want["topic_id"])
         for p in want["partitions"]:
             index = p["partition"]
-            log_ = broker.logs.log(topic.name, index) if topic else None
-            if log_ is None:
-                parts.append(_partition(index, missing))
-                continue
-            keys.append((topic.name, index))
-            offset = p["fetch_offset"]
-            records = b""
-            aborted = [] if read_committed else None
-            if offset != log_.high_watermark and (budget > 0 or total == 0):
-                limit = min(p["partition_max_bytes"], budget)
-                # KIP-74: only the first partition with data may exceed the limits, by one batch
-                min_one = total == 0
-                try:
-                    if read_committed:
-                        records, aborted_txns = log_.read_committed(offset, limit, min_one)
-                        aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted_txns]
-                    else:
-                        records = log_.read(offset, limit, min_one=min_one)
-                except OffsetOutOfRange:
-                    parts.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, log_))
-                    continue
-                budget -= len(records)
-                total += len(records)
-            parts.append(_partition(index, ErrorCode.NONE, log_, records, aborted))
-        responses.append({"topic": topic.name if topic else name, "topic_id": want["topic_id"], "partitions": parts})
-    error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if request["session_id"] else ErrorCode.NONE
-    if error:
-        responses = []
-    return {"throttle_time_ms": 0, "error_code": error, "session_id": 0, "responses": responses}, total, keys
+            log_ = logs.log(topic.name, index) if topic else None
+            wanted[TopicPartition(topic_name, index)] = FetchPartition(
+                want["topic_id"], p["fetch_offset"], p["partition_max_bytes"], p["log_start_offset"],
+                p["current_leader_epoch"], log_, ErrorCode.NONE if log_ else missing)
+    return wanted
 
 
 def handle(broker, request, header):
-    response, total, keys = _read(broker, request)
-    if total >= request["min_bytes"] or request["max_wait_ms"] <= 0 or not keys or response["error_code"]:
-        return response
-    return _long_poll(broker, request, keys)
+    if request["session_id"]:
+        return _response(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, {}, {})
+    wanted = requested_partitions(broker, request)
+    isolation = request["isolation_level"]
+    max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
+    found, total = read_from_logs(wanted, isolation, max_bytes)
+    if total >= request["min_bytes"] or request["max_wait_ms"] <= 0:
+        return _response(ErrorCode.NONE, wanted, found)
+    delayed = DelayedFetch(wanted, isolation, request["min_bytes"], total)
+    if not delayed.watched:
+        return _response(ErrorCode.NONE, wanted, found)
+    return _complete_later(broker, delayed, wanted, max_bytes, request["max_wait_ms"])
 
 
-async def _long_poll(broker, request, keys):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + request["max_wait_ms"] / 1000
-    while True:
-        # read before every wait: an append can land between handle() and this
-        # coroutine's first step, and its notification would otherwise be missed
-        response, total, _ = _read(broker, request)
-        remaining = deadline - loop.time()
-        if total >= request["min_bytes"] or remaining <= 0:
-            return response
-        await broker.wait_for_append(keys, remaining)
+async def _complete_later(broker, delayed, wanted, max_bytes, max_wait_ms):
+    await broker.fetch_purgatory.park(delayed, max_wait_ms / 1000)
+    found, _ = read_from_logs(wanted, delayed.isolation, max_bytes)
+    return _response(ErrorCode.NONE, wanted, found)
+
+
+def _response(error: int, wanted: dict[TopicPartition, FetchPartition], found: dict[TopicPartition, PartitionData]):
+    responses = []
+    topic = None
+    for key, data in found.items():
+        if topic is None or topic["topic"] != key.topic:  # consecutive partitions of a topic share an entry
+            topic = {"topic": key.topic, "topic_id": wanted[key].topic_id, "partitions": []}
+            responses.append(topic)
+        topic["partitions"].append({
+            "partition_index": key.partition,
+            "error_code": data.error,
+            "high_watermark": data.high_watermark,
+            "last_stable_offset": data.last_stable_offset,
+            "log_start_offset": data.log_start_offset,
+            "aborted_transactions": data.aborted_transactions,
+            "preferred_read_replica": -1,
+            "records": data.records,
+        })
+    return {"throttle_time_ms": 0, "error_code": error, "session_id": 0, "responses": responses}

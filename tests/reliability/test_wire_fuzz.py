@@ -2,8 +2,9 @@
 
 The corpus is every request a confluent-kafka session sent (captured by a
 relay the broker advertises: admin, an idempotent lz4 producer, a consumer
-group that commits) plus a sample of every advertised API version built from
-the schemas. Each input is one corpus request with 1-4 byte-level edits
+group that commits), a sample of every advertised API version built from
+the schemas, and issue 20's abusive Fetches (a partition named thousands of
+times, long polls that hang up). Each input is one corpus request with 1-4 byte-level edits
 (helpers.mutation), re-framed with its new length, or -- one time in ten --
 sent with a damaged length prefix and a half-close. For a fixed time budget
 the broker must answer or close each input, never die, never log an
@@ -30,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from helpers import wire
+from helpers.fetch_requests import abusive_fetches
 from helpers.groups import GROUP_BROKER
 from helpers.kafka import consumer, create_topic, flush, make_messages, produce, produce_one, producer, read_from
 from helpers.mutation import mutate, random_edits
@@ -184,7 +186,7 @@ def fuzz(port: int, corpus: list[bytes], rng: random.Random, seconds: float) -> 
 
 @pytest.mark.timeout(budget(180, 900))
 def test_fuzzed_requests_never_stall_other_clients(start_broker):
-    corpus = [f for f in capture_client_session(start_broker) + schema_samples()
+    corpus = [f for f in capture_client_session(start_broker) + schema_samples() + abusive_fetches(TOPIC)
               if struct.unpack_from(">h", f, 4)[0] not in LEFT_OUT]
     captured_apis = {frames.API_NAMES.get(struct.unpack_from(">h", f, 4)[0]) for f in corpus}
     assert {"Produce", "Fetch", "JoinGroup", "SyncGroup", "OffsetCommit", "InitProducerId"} <= captured_apis
