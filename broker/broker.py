@@ -52,6 +52,7 @@ class Broker:
         )
         self.kill_after_marker = faults.marker_killer()
         self.fetch_purgatory = FetchPurgatory()
+        self.metrics = None  # a BrokerMetrics while metrics.port serves Prometheus
 
     @property
     def cluster_id(self) -> str:

@@ -24,7 +24,7 @@ def _serve(args) -> int:
 
     from .broker import Broker
     from .listeners import resolve
-    from .server import bind_listeners, serve
+    from .server import bind_listeners, bind_socket, serve
 
     try:
         config = BrokerConfig.load(Path(args.config) if args.config else None, args.override)
@@ -43,6 +43,8 @@ def _serve(args) -> int:
         return 1
     try:
         bound = bind_listeners(listeners)
+        metrics_port = config["metrics.port"]
+        metrics_socket = None if metrics_port is None else bind_socket(config["metrics.host"], metrics_port, "metrics.port")
     except ConfigError as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2
@@ -58,7 +60,7 @@ def _serve(args) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(broker, stop, bound)
+        await serve(broker, stop, bound, metrics_socket)
 
     try:
         uvloop.run(run())

@@ -62,6 +62,9 @@ SETTINGS: list[Setting] = [
     Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame accepted."),
     Setting("message.max.bytes", int, 1048588, "Largest record batch accepted, as in Kafka."),
     Setting("fetch.max.bytes", int, 55 * 1024 * 1024, "Most bytes one Fetch response carries (the first batch excepted)."),
+    Setting("metrics.port", _optional_int, None, "Serve Prometheus metrics on this port (default: off).",
+            between(0, 65535)),
+    Setting("metrics.host", str, "127.0.0.1", "Address the Prometheus metrics endpoint binds."),
     Setting("log.message.timestamp.before.max.ms", int, 2**63 - 1,
             "Refuse CreateTime timestamps further than this in the past (INVALID_TIMESTAMP)."),
     Setting("log.message.timestamp.after.max.ms", int, 3_600_000,
@@ -129,7 +132,7 @@ class BrokerConfig:
                 value = setting.parse(text)
             except ValueError as exc:
                 raise ConfigError(f"{name}: invalid value {text!r} ({exc})") from None
-            problem = setting.check(value) if setting.check else None
+            problem = setting.check(value) if setting.check and value is not None else None
             if problem:
                 raise ConfigError(f"{name}: {problem}, got {text}")
             self.values[name] = value

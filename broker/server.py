@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import logging
 import socket
+import time
 from collections import deque
 
 from protocol import codec
@@ -25,6 +26,7 @@ from .handlers import HANDLERS, api_versions
 from .listeners import Listener
 from .session import Session
 from .loopback import LoopbackChannel
+from .metrics import BrokerMetrics
 
 log = logging.getLogger("moldau.server")
 
@@ -130,21 +132,27 @@ class KafkaConnection(asyncio.Protocol):
                 return
             raise FrameError(f"{handler.name} v{version} is not supported")
         request, _ = codec.decode(handler.name + "Request", version, frame, header.body_offset)
+        started = time.perf_counter()
         result = handler.handle(self.broker, request, header)
         if inspect.isawaitable(result):
             self.busy = True
-            task = asyncio.ensure_future(self._finish(handler.name, header, result))
+            task = asyncio.ensure_future(self._finish(handler.name, header, result, request, started))
             if handler.name == "Fetch":  # a joining group member's wait must end for the others, so not those
                 self.parked_fetch = task
-        elif result is not None:  # None: no response (Produce with acks=0)
+            return
+        if self.broker.metrics:
+            self.broker.metrics.request(handler.name, started, request, result)
+        if result is not None:  # None: no response (Produce with acks=0)
             if self.drop_response(handler.name):
                 self.close(f"fault injection ({faults.DROP_RESPONSE_ENV}): {handler.name} response dropped")
             else:
                 self.send(handler.name, version, header.correlation_id, result)
 
-    async def _finish(self, name, header, awaitable):
+    async def _finish(self, name, header, awaitable, request, started):
         try:
             result = await awaitable
+            if self.broker.metrics:
+                self.broker.metrics.request(name, started, request, result)
             if result is not None and not self.closed:
                 self.send(name, header.api_version, header.correlation_id, result)
         except Exception:
@@ -180,24 +188,30 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.close()
 
 
+def bind_socket(host: str, port: int, what: str) -> socket.socket:
+    """A TCP socket bound (listening later) to host:port; ConfigError names ``what`` when that fails."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or "0.0.0.0", port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise ConfigError(f"{what}: cannot resolve host {host!r} ({exc.strerror})") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"{what}: cannot bind ({exc.strerror})") from None
+    return sock
+
+
 def bind_listeners(listeners: list[Listener]) -> dict[Listener, socket.socket]:
-    """Bind every listener's socket, listening later: run before the logs load, so a port in use or a
-    host that does not resolve stops the broker at once (ConfigError) instead of after recovery."""
+    """Bind every listener's socket before the logs load, so a port in use or a host that does not
+    resolve stops the broker at once (ConfigError) instead of after recovery."""
     bound: dict[Listener, socket.socket] = {}
     try:
         for listener in listeners:
-            try:
-                family, kind, proto, _, address = socket.getaddrinfo(
-                    listener.host or "0.0.0.0", listener.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-            except socket.gaierror as exc:
-                raise ConfigError(f"listener {listener}: cannot resolve host {listener.host!r} ({exc.strerror})") from None
-            sock = socket.socket(family, kind, proto)
-            bound[listener] = sock
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(address)
-            except OSError as exc:
-                raise ConfigError(f"listener {listener}: cannot bind ({exc.strerror})") from None
+            bound[listener] = bind_socket(listener.host, listener.port, f"listener {listener}")
     except ConfigError:
         for sock in bound.values():
             sock.close()
@@ -205,7 +219,8 @@ def bind_listeners(listeners: list[Listener]) -> dict[Listener, socket.socket]:
     return bound
 
 
-async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socket.socket]) -> None:
+async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socket.socket],
+                metrics_socket: socket.socket | None = None) -> None:
     loop = asyncio.get_running_loop()
     servers = []
     connections: set[KafkaConnection] = set()
@@ -216,19 +231,24 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         log.warning("fault injection: dropping every %dth Produce response", drop_response.every)
     if broker.kill_after_marker.after:
         log.warning("fault injection: killing the broker after transaction marker %d", broker.kill_after_marker.after)
+    tasks = []
+    if metrics_socket is not None:
+        broker.metrics = BrokerMetrics(broker, connections)
+        servers.append(await broker.metrics.serve(metrics_socket))
+        tasks.append(asyncio.ensure_future(broker.metrics.sample_loop_lag()))
     for listener, sock in bound.items():
         server = await loop.create_server(
             lambda listener=listener: KafkaConnection(broker, listener, connections, drop_response), sock=sock
         )
         servers.append(server)
         log.info("listening on %s (%s)", listener, listener.security_protocol)
-    flusher = asyncio.ensure_future(_flush_periodically(broker))
-    expirer = asyncio.ensure_future(_expire_producers_periodically(broker))
+    tasks.append(asyncio.ensure_future(_flush_periodically(broker)))
+    tasks.append(asyncio.ensure_future(_expire_producers_periodically(broker)))
     try:
         await stop.wait()
     finally:
-        flusher.cancel()
-        expirer.cancel()
+        for task in tasks:
+            task.cancel()
         for server in servers:
             server.close()
         for conn in list(connections):
