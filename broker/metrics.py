@@ -198,17 +198,10 @@ class BrokerMetrics:
         active = sum(txn.state in _ACTIVE for txn in self.broker.transactions.transactions.values())
         yield GaugeMetricFamily("kafka_coordinator_transaction_active_count",
                                 "Transactions the coordinator has under way", value=active)
-        # KIP-664: a partition whose open transaction has not been written to for longer than any
-        # transaction may last is hanging
-        late_before = time.time() * 1000 - self.broker.config["transaction.max.timeout.ms"]
-        late = 0
-        for log_ in self.broker.logs.logs.values():
-            state = log_.producer_state
-            late += any(state.producers[pid].last_append_ms < late_before
-                        for pid in state.ongoing_txns if pid in state.producers)
         yield GaugeMetricFamily("kafka_server_replicamanager_partitionswithlatetransactionscount",
-                                "Partitions with a transaction open longer than transaction.max.timeout.ms",
-                                value=late)
+                                "Partitions whose last stable offset has been stuck at an open transaction "
+                                "for longer than transaction.max.timeout.ms (KIP-664)",
+                                value=self.broker.transactions.lso_watch.hanging(int(time.time() * 1000)))
 
     def _groups(self):
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the group's committed offset",

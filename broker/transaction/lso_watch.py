@@ -52,3 +52,7 @@ class LastStableOffsetWatch:
                 seen = seen._replace(warned_ms=now_ms)
             stuck[tp] = seen
         self._stuck = stuck
+
+    def hanging(self, now_ms: int) -> int:
+        """Partitions whose last stable offset was stuck longer than transaction.max.timeout.ms at the last check."""
+        return sum(now_ms - seen.since_ms > self.max_timeout_ms for seen in self._stuck.values())

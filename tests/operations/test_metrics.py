@@ -6,8 +6,11 @@ import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from helpers import txn_wire
 from helpers.kafka import COMMON, create_topic, make_messages, produce_all
+from helpers.wire import WireClient
 from prometheus_client.parser import text_string_to_metric_families
+from protocol.records import build_batch
 
 from conftest import free_port
 
@@ -111,3 +114,22 @@ def test_metrics_move_with_traffic(start_broker):
     assert scrape(port)[("kafka_server_replicamanager_partitionswithlatetransactionscount",)] == 0
 
     assert scrape(port)[("moldau_event_loop_lag_seconds_count",)] > 0
+
+
+@pytest.mark.timeout(120)
+def test_hanging_transactions_are_counted(start_broker):
+    """A transaction no coordinator knows (written by hand while the broker was down) hangs its partition."""
+    port = free_port()
+    b = start_broker({"metrics.port": port, "transaction.max.timeout.ms": 3000,
+                      "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200})
+    with WireClient(b.port) as c:
+        txn_wire.create_topic(c, "wedged")
+        assert txn_wire.produce(c, "wedged", build_batch([(None, b"before")])) == txn_wire.NONE
+    b.kill()
+    with b.segment_files("wedged", 0)[-1].open("ab") as f:
+        f.write(build_batch([(None, b"hanging")], base_offset=1, producer_id=987_654, producer_epoch=3,
+                            base_sequence=0, transactional=True))
+    b.start()
+    late = ("kafka_server_replicamanager_partitionswithlatetransactionscount",)
+    assert scrape(port)[late] == 0  # not yet older than transaction.max.timeout.ms
+    wait_for(port, late, 1, timeout=30)
