@@ -7,12 +7,13 @@ import time
 
 from storage.config import LogConfig
 from storage.catalog import TopicMetadata
-from storage.errors import InvalidTopic
+from storage.errors import InvalidTopic, TopicExists
 from storage.log_manager import LogManager
 
 from . import faults
 from .config import BrokerConfig
 from .delayed_fetch import FetchPurgatory
+from .descriptors import Budget
 from .group import GroupCoordinator
 from .log_read import TopicPartition
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
@@ -40,8 +41,9 @@ def broker_log_config(config: BrokerConfig) -> LogConfig:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig):
+    def __init__(self, config: BrokerConfig, budget: Budget | None = None):
         self.config = config
+        self.budget = budget  # the open-file split (None: not planned, as in tools)
         self.node_id: int = config["node.id"]
         self.host, self.port = config.advertised()
         self.logs = LogManager(config.log_dir, broker_log_config(config), node_id=self.node_id)
@@ -83,10 +85,11 @@ class Broker:
 
         Raises InvalidTopic for a name Kafka would refuse."""
         topic = self.logs.topic(name)
-        if topic is None and allow_auto_create and self.config["auto.create.topics.enable"]:
-            if name in INTERNAL_TOPICS:
+        if topic is None and self.may_auto_create(name, allow_auto_create):
+            try:
+                topic = self.logs.create_topic(name, self.config["num.partitions"])
+            except TopicExists:  # a CreateTopics or Metadata request is making it right now
                 return None
-            topic = self.logs.create_topic(name, self.config["num.partitions"])
             log.info("auto-created topic %s with %d partitions", name, topic.num_partitions)
         return topic
 
@@ -96,6 +99,24 @@ class Broker:
             return self.host, self.port
         listener = header.session.listener
         return listener.advertised_host, listener.advertised_port
+
+    def may_auto_create(self, name: str, allowed_by_request: bool) -> bool:
+        return allowed_by_request and self.config["auto.create.topics.enable"] and name not in INTERNAL_TOPICS
+
+    async def auto_create(self, name: str) -> TopicMetadata | None:
+        """Metadata's auto-creation, in steps like CreateTopics; None if another request is creating it."""
+        try:
+            topic = await self.create_topic(name, self.config["num.partitions"])
+        except TopicExists:
+            return None
+        log.info("auto-created topic %s with %d partitions", name, topic.num_partitions)
+        return topic
+
+    async def create_topic(self, name: str, partitions: int, configs: dict | None = None) -> TopicMetadata:
+        """Create a topic a few partitions at a time, serving other connections in between."""
+        for _ in self.logs.create_topic_steps(name, partitions, configs):
+            await asyncio.sleep(0)
+        return self.logs.topic(name)
 
     def partition_leader(self, topic: str, partition: int) -> int | None:
         """The node leading the partition -- always this one; None if there is no such partition."""

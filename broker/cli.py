@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import resource
 import signal
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
+from . import descriptors
 from . import transactions_command
 from .config import BrokerConfig, ConfigError, describe_settings
 
@@ -34,7 +34,11 @@ def _serve(args) -> int:
         return 2
     for warning in config.warnings():
         log.warning("%s", warning)
-    _raise_open_file_limit()
+    try:
+        budget = descriptors.plan()
+    except descriptors.OpenFileLimitTooLow as exc:
+        print(f"moldau: {exc}", file=sys.stderr)
+        return 1
     try:
         # held until the process exits: a second broker on this directory would lose acknowledged data
         dir_lock = lock_directory(config.log_dir)
@@ -49,7 +53,7 @@ def _serve(args) -> int:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2
     try:
-        broker = Broker(config)
+        broker = Broker(config, budget)
         broker.start()
     except (OSError, StorageError) as exc:  # a full disk, a directory of another node.id
         print(f"moldau: cannot open {config.log_dir}: {exc}", file=sys.stderr)
@@ -69,18 +73,6 @@ def _serve(args) -> int:
         dir_lock.close()
         log.info("stopped; logs flushed and closed")
     return 0
-
-
-def _raise_open_file_limit() -> None:
-    """Each connection and each segment holds file descriptors: raise the soft limit to the hard one, as a
-    daemon should, rather than run out at a login shell's usual 1024."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else 1 << 20
-    if soft != resource.RLIM_INFINITY and soft < target:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        except (ValueError, OSError) as exc:
-            log.warning("could not raise the open file limit from %d: %s", soft, exc)
 
 
 def _verify(args) -> int:

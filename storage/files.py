@@ -37,19 +37,23 @@ def lock_directory(directory: Path) -> BinaryIO:
     return lock
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` so that a crash leaves either the old or the new content."""
+def atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
+    """Replace ``path`` so that a crash leaves either the old or the new content.
+
+    Without ``sync`` nothing is fsynced: a crash may then also leave an empty file."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def read_key_values(path: Path, separator: str) -> dict[str, str]:
@@ -63,8 +67,8 @@ def read_key_values(path: Path, separator: str) -> dict[str, str]:
     return result
 
 
-def write_key_values(path: Path, values: dict[str, str], separator: str) -> None:
-    atomic_write(path, "".join(f"{key}{separator}{value}\n" for key, value in values.items()).encode())
+def write_key_values(path: Path, values: dict[str, str], separator: str, sync: bool = True) -> None:
+    atomic_write(path, "".join(f"{key}{separator}{value}\n" for key, value in values.items()).encode(), sync)
 
 
 def encode_uuid(value: uuid.UUID) -> str:

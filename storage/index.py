@@ -17,6 +17,7 @@ from bisect import bisect_right
 from pathlib import Path
 
 from storage.errors import CorruptIndex
+from storage.handles import FileHandle
 
 # Array type codes; u32 fields take 4 bytes a value in memory as on disk.
 _U32 = next(code for code in "IL" if array(code).itemsize == 4)
@@ -47,7 +48,11 @@ class _SparseIndex:
         self._values = array(self.VALUE_TYPE)
         self._pending = bytearray()
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if create else 0)
-        self._fd = os.open(path, flags, 0o644)
+        self._file = FileHandle(path, flags)
+
+    @property
+    def _fd(self) -> int:
+        return self._file.fd
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -98,10 +103,10 @@ class _SparseIndex:
 
     def close(self) -> None:
         self.write_pending()
-        os.close(self._fd)
+        self._file.close()
 
     def delete(self) -> None:
-        os.close(self._fd)
+        self._file.close()
         self.path.unlink(missing_ok=True)
 
 

@@ -56,9 +56,11 @@ def read_topic_id(directory: Path) -> uuid.UUID | None:
     if not path.exists():
         return None
     fields = read_key_values(path, ":")
+    if "topic_id" not in fields:
+        return None  # a creation cut short by a crash (the file is not fsynced); written again
     try:
         return decode_uuid(fields["topic_id"])
-    except (KeyError, ValueError):
+    except ValueError:
         raise InconsistentMetadata(f"unreadable {path}") from None
 
 
@@ -121,7 +123,8 @@ class Log:
         stored = read_topic_id(self.directory)
         if stored is None and topic_id is not None:
             write_key_values(
-                self.directory / PARTITION_METADATA, {"version": "0", "topic_id": encode_uuid(topic_id)}, ": "
+                self.directory / PARTITION_METADATA, {"version": "0", "topic_id": encode_uuid(topic_id)}, ": ",
+                sync=False,  # the topic catalog is what makes a topic durable
             )
             return topic_id
         if topic_id is not None and stored != topic_id:
@@ -482,7 +485,7 @@ class Log:
         if self.recovery_point < self.log_end_offset:
             for segment in self._segments[self._segment_index(self.recovery_point) :]:
                 segment.flush()
-        if self._dir_dirty:
+        if self._dir_dirty and self.log_end_offset > 0:  # an empty log's files lose nothing if a crash drops them
             fsync_dir(self.directory)
             self._dir_dirty = False
         self.recovery_point = self.log_end_offset

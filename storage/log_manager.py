@@ -7,9 +7,17 @@ import shutil
 import types
 import uuid
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
-from storage.catalog import TopicMetadata, collision_key, load_catalog, save_catalog, validate_topic_name
+from storage.catalog import (
+    TopicMetadata,
+    append_catalog,
+    collision_key,
+    journal_path,
+    load_catalog,
+    save_catalog,
+    validate_topic_name,
+)
 from storage.checkpoint import MalformedCheckpoint, read_offset_checkpoint, write_offset_checkpoint
 from storage.config import LogConfig
 from storage.errors import (
@@ -25,6 +33,8 @@ from storage.log import DELETE_SUFFIX, Log, parse_partition_dir, partition_dir_n
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 CATALOG_FILE = "topics.json"
+# Partitions created between two yields of create_topic_steps: the caller's loop serves others in between.
+CREATE_STEP = 16
 META_PROPERTIES = "meta.properties"
 STRAY_SUFFIX = "-stray"
 
@@ -48,6 +58,7 @@ class LogManager:
         self._topic_ids: dict[uuid.UUID, TopicMetadata] = {}
         self._logs: dict[TopicPartition, Log] = {}
         self._checkpointed: dict[TopicPartition, int] = {}
+        self._creating: set[str] = set()  # topics whose logs are being made (create_topic_steps)
 
     # --- loading -----------------------------------------------------------
 
@@ -60,6 +71,7 @@ class LogManager:
         repairs: list[str] = []
         recovery_points = {} if clean else self._read_recovery_points(repairs)
         self._set_topics(load_catalog(self.log_dir / CATALOG_FILE))
+        self._compact_catalog()
         for child in sorted(self.log_dir.iterdir()):
             if child.is_dir():
                 self._load_partition_dir(child, clean, recovery_points, repairs)
@@ -145,10 +157,21 @@ class LogManager:
         return self.default_config.with_topic_configs(topic.configs)
 
     def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str] | None = None) -> TopicMetadata:
+        _run(self.create_topic_steps(name, num_partitions, configs))
+        return self._topics[name]
+
+    def create_topic_steps(
+        self, name: str, num_partitions: int, configs: Mapping[str, str] | None = None
+    ) -> Iterator[None]:
+        """Create a topic, yielding after every CREATE_STEP partitions so an event loop can serve others.
+
+        Atomic: the partition logs are made first, out of sight, and the topic exists from the moment
+        its catalog entry is appended; a failure on the way removes the logs made so far.
+        """
         validate_topic_name(name)
-        if name in self._topics:
+        if name in self._topics or name in self._creating:
             raise TopicExists(f"topic {name!r} already exists")
-        clash = next((t for t in self._topics if collision_key(t) == collision_key(name)), None)
+        clash = next((t for t in (*self._topics, *self._creating) if collision_key(t) == collision_key(name)), None)
         if clash is not None:
             raise InvalidTopic(f"topic {name!r} collides with existing topic {clash!r} ('.' and '_' clash)")
         if num_partitions < 1:
@@ -159,13 +182,16 @@ class LogManager:
         while topic_id in self._topic_ids:
             topic_id = random_uuid()
         topic = TopicMetadata(name, topic_id, num_partitions, configs)
-        self._save_topics({**self._topics, name: topic})
-        self._create_logs(topic, range(num_partitions))
-        return topic
+        self._creating.add(name)
+        try:
+            logs = yield from self._new_logs(topic, range(num_partitions))
+            self._commit(put=[topic], logs=logs)
+        finally:
+            self._creating.discard(name)
 
     def delete_topic(self, name: str) -> TopicMetadata:
         topic = self._require(name)
-        self._save_topics({n: t for n, t in self._topics.items() if n != name})
+        self._commit(delete=[name])
         for partition in range(topic.num_partitions):
             log = self._logs.pop((name, partition), None)
             if log is not None:
@@ -180,8 +206,7 @@ class LogManager:
                 f"topic {name!r} has {topic.num_partitions} partitions; the new count must be larger, got {total}"
             )
         grown = dataclasses.replace(topic, num_partitions=total)
-        self._save_topics({**self._topics, name: grown})
-        self._create_logs(grown, range(topic.num_partitions, total))
+        self._commit(put=[grown], logs=_run(self._new_logs(grown, range(topic.num_partitions, total))))
         return grown
 
     def _require(self, name: str) -> TopicMetadata:
@@ -190,21 +215,51 @@ class LogManager:
             raise UnknownTopic(f"unknown topic {name!r}")
         return topic
 
-    def _save_topics(self, topics: dict[str, TopicMetadata]) -> None:
+    def _commit(self, put: list[TopicMetadata] = (), delete: list[str] = (), logs: dict | None = None) -> None:
         """Persist first, then switch, so a failed write leaves the catalog as it was."""
-        save_catalog(self.log_dir / CATALOG_FILE, topics)
+        append_catalog(self.log_dir / CATALOG_FILE, put, delete)
+        topics = {n: t for n, t in self._topics.items() if n not in delete}
+        topics.update((t.name, t) for t in put)
         self._set_topics(topics)
+        self._logs.update(logs or {})
+
+    def _compact_catalog(self) -> None:
+        """Fold the catalog's journal into a new snapshot (at startup and clean shutdown)."""
+        if journal_path(self.log_dir / CATALOG_FILE).exists():
+            save_catalog(self.log_dir / CATALOG_FILE, self._topics)
 
     def _set_topics(self, topics: dict[str, TopicMetadata]) -> None:
         self._topics = topics
         self._topic_ids = {topic.topic_id: topic for topic in topics.values()}
 
     def _create_logs(self, topic: TopicMetadata, partitions: Iterable[int]) -> None:
+        """Logs for partitions the catalog already lists (found missing at startup)."""
+        self._logs.update(_run(self._new_logs(topic, partitions)))
+
+    def _new_logs(self, topic: TopicMetadata, partitions: Iterable[int]) -> Iterator[None]:
+        """Make the partitions' logs, yielding every CREATE_STEP; returns them (not yet listed), or on
+        failure deletes them.
+
+        Nothing here is fsynced but the directory entries: until the catalog lists the topic, a crash
+        leaves directories that startup sets aside, and a listed topic's missing files are recreated.
+        """
         config = self.config_for(topic)
-        for partition in partitions:
-            directory = self.log_dir / partition_dir_name(topic.name, partition)
-            self._logs[(topic.name, partition)] = Log(directory, config, topic_id=topic.topic_id)
-        fsync_dir(self.log_dir)
+        logs: dict[TopicPartition, Log] = {}
+        try:
+            for i, partition in enumerate(partitions, 1):
+                directory = self.log_dir / partition_dir_name(topic.name, partition)
+                logs[(topic.name, partition)] = Log(directory, config, topic_id=topic.topic_id)
+                if i % CREATE_STEP == 0:
+                    yield
+            fsync_dir(self.log_dir)
+        except BaseException:  # an OSError, or the generator closed half-way: no half topic
+            for log in logs.values():
+                try:
+                    log.delete()
+                except OSError:
+                    pass  # startup sets aside a directory the catalog does not list
+            raise
+        return logs
 
     # --- logs --------------------------------------------------------------
 
@@ -246,9 +301,19 @@ class LogManager:
                 failures.append(f"{log.name}: {exc}")
         try:
             self._write_checkpoint()
+            self._compact_catalog()
             if not failures:
                 atomic_write(self.log_dir / CLEAN_SHUTDOWN_FILE, b"")
         except OSError as exc:
             failures.append(f"{RECOVERY_POINT_CHECKPOINT} or {CLEAN_SHUTDOWN_FILE}: {exc}")
         self._logs.clear()
         return failures
+
+
+def _run(steps: Iterator[None]):
+    """Drive a generator of steps to its end without pausing; returns what it returns."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value

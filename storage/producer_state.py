@@ -298,7 +298,12 @@ class ProducerStateManager:
         return sorted(int(m[1]) for p in self.directory.iterdir() if (m := _SNAPSHOT_FILE.fullmatch(p.name)))
 
     def take_snapshot(self, offset: int) -> None:
-        """Persist the state of every batch below ``offset`` (the log end); older snapshots go."""
+        """Persist the state of every batch below ``offset`` (the log end); older snapshots go.
+
+        As in Kafka, nothing is written when there is nothing new: an empty log, or one snapshotted at
+        this offset already (a broker with thousands of idle partitions shuts down in seconds)."""
+        if offset == 0 or (self.directory / snapshot_name(offset)).exists():
+            return
         atomic_write(self.directory / snapshot_name(offset), encode_snapshot(self.producers.values()))
         for older in self.snapshot_offsets():
             if older < offset:

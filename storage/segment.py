@@ -9,6 +9,7 @@ from typing import Iterator, NamedTuple
 
 from protocol.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptRecord, check_batch, read_header
 from storage.errors import CorruptIndex
+from storage.handles import FileHandle
 from storage.index import OffsetIndex, TimeIndex
 from storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -70,7 +71,7 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
         flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if create else 0)
-        self._fd = os.open(self.log_path, flags, 0o644)
+        self._file = FileHandle(self.log_path, flags)
         try:
             self.size = os.fstat(self._fd).st_size
             self.offset_index = OffsetIndex(
@@ -80,7 +81,7 @@ class LogSegment:
                 directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, create=create
             )
         except OSError:
-            os.close(self._fd)
+            self._file.close()
             raise
         # filled and loaded by the log, which knows the producer state the entries come from
         self.txn_index = TransactionIndex(directory / file_name(base_offset, TXN_INDEX_SUFFIX))
@@ -113,6 +114,11 @@ class LogSegment:
     @property
     def name(self) -> str:
         return self.log_path.name
+
+    @property
+    def _fd(self) -> int:
+        """The .log file's descriptor, opened again if the handle cache closed it."""
+        return self._file.fd
 
     # --- writing -----------------------------------------------------------
 
@@ -159,13 +165,13 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
-        os.close(self._fd)
+        self._file.close()
 
     def delete(self) -> None:
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()
-        os.close(self._fd)
+        self._file.close()
         self.log_path.unlink(missing_ok=True)
 
     # --- reading -----------------------------------------------------------

@@ -1,19 +1,24 @@
 """CreateTopics: new topics on this single broker (replication factor 1)."""
 
+import logging
+
 from broker import topic_configs
 from broker.broker import InvalidTopic
 from broker.errors import ErrorCode
 from storage.catalog import validate_topic_name
+from storage.errors import TopicExists
 
 API = "CreateTopics"
 VERSIONS = (2, 7)
+
+log = logging.getLogger("moldau.create_topics")
 
 # Kafka's controller refuses requests for more partitions than this (MAX_PARTITIONS_PER_BATCH); here it
 # also bounds how long one request keeps the broker creating directories instead of serving clients
 MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
-def _create(broker, want: dict, validate_only: bool) -> dict:
+async def _create(broker, want: dict, validate_only: bool) -> dict:
     name = want["name"]
     result = {"name": name, "topic_id": None, "error_code": 0, "error_message": None,
               "num_partitions": -1, "replication_factor": -1, "configs": None}
@@ -37,9 +42,15 @@ def _create(broker, want: dict, validate_only: bool) -> dict:
                 validate_topic_name(name)
                 topic_id = None
             else:
-                topic_id = broker.logs.create_topic(name, count, {k: v for k, v in configs.items() if v is not None}).topic_id
+                configs = {k: v for k, v in configs.items() if v is not None}
+                topic_id = (await broker.create_topic(name, count, configs)).topic_id
         except InvalidTopic as exc:
             result.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=str(exc))
+        except TopicExists as exc:  # another request is creating it right now
+            result.update(error_code=ErrorCode.TOPIC_ALREADY_EXISTS, error_message=str(exc))
+        except OSError as exc:  # nothing of the topic is left behind
+            log.error("could not create topic %s: %s", name, exc)
+            result.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=f"could not create the topic: {exc}")
         else:
             result.update(topic_id=topic_id, num_partitions=count, replication_factor=1, configs=[])
     return result
@@ -51,7 +62,7 @@ def _refused(want: dict) -> dict:
             "num_partitions": -1, "replication_factor": -1, "configs": None}
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     topics = request["topics"]
     default = broker.config["num.partitions"]
     total = sum(default if t["num_partitions"] == -1 else max(t["num_partitions"], 0) for t in topics)
@@ -59,5 +70,5 @@ def handle(broker, request, header) -> dict:
         return {"throttle_time_ms": 0, "topics": [_refused(t) for t in topics]}
     return {
         "throttle_time_ms": 0,
-        "topics": [_create(broker, t, request["validate_only"]) for t in topics],
+        "topics": [await _create(broker, t, request["validate_only"]) for t in topics],
     }

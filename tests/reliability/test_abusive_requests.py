@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from conftest import BrokerProcess, BrokerStartError
 from helpers import wire
 from helpers.bystander import Bystander, produce_body
 from protocol.records import build_batch
@@ -80,3 +81,83 @@ def test_timestamps_out_of_range_are_refused(start_broker):
         values = {e["name"]: e["value"] for e in r["results"][0]["configs"]}
         assert values["message.timestamp.before.max.ms"] == "1000"
         assert "refused batch for stamps-0: timestamp 1 is more than" in b.log_text()
+
+
+# --- finding 2: file descriptors run out, and then the broker cannot start ---------------------------
+
+OPEN_FILE_LIMIT = 1024
+# the broker process, started under a hard open-file limit (it may raise its soft limit only to that)
+_LAUNCH_LIMITED = ("import os, resource, sys; n = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); "
+                   "os.execv(sys.executable, [sys.executable, '-m', 'broker', *sys.argv[2:]])")
+
+
+class LimitedBroker(BrokerProcess):
+    def __init__(self, workdir, overrides=None, open_files: int = OPEN_FILE_LIMIT):
+        super().__init__(workdir, overrides)
+        self.open_files = open_files
+
+    def command(self) -> list[str]:
+        python, _, _, *args = super().command()  # python -m broker serve ...
+        return [python, "-c", _LAUNCH_LIMITED, str(self.open_files), *args]
+
+
+@pytest.fixture
+def limited_broker(tmp_path):
+    started = []
+
+    def start(open_files: int = OPEN_FILE_LIMIT, **overrides) -> LimitedBroker:
+        b = LimitedBroker(tmp_path / f"limited{len(started)}", {k.replace("_", "."): v for k, v in overrides.items()},
+                          open_files)
+        started.append(b)
+        return b
+
+    yield start
+    for b in started:
+        b.cleanup()
+
+
+def metadata(c: wire.WireClient, names: list[str], auto_create: bool = True) -> list[dict]:
+    return c.request("Metadata", 9, {"topics": [{"name": n} for n in names], "allow_auto_topic_creation": auto_create,
+                                     "include_cluster_authorized_operations": False,
+                                     "include_topic_authorized_operations": False})["topics"]
+
+
+@pytest.mark.timeout(300)
+def test_thousands_of_partitions_under_a_small_open_file_limit(limited_broker):
+    """Under a 1024 open-file limit: a 5,000-partition topic (15,000 segment files), Metadata auto-creating
+    past the per-request cap, and a restart -- each partition used to pin three descriptors, so the create
+    failed half-way (EMFILE) and the restart died before listening. The bystander is served throughout."""
+    b = limited_broker(num_partitions=400).start()
+    assert f"open-file limit {OPEN_FILE_LIMIT}: up to 256 segment files open at once" in b.log_text()
+    with wire.WireClient(b.port, timeout=120) as c, Bystander(b.port, "bystander") as bystander:
+        started = time.monotonic()
+        assert create(c, "wide", 5000) == NONE
+        created_in = time.monotonic() - started
+        for p in (0, 2500, 4999):
+            r = c.request("Produce", 9, produce_body("wide", build_batch([(None, b"x")]), partition=p))
+            assert r["responses"][0]["partition_responses"][0]["error_code"] == NONE
+        # Metadata auto-creates at most as many partitions as CreateTopics allows in one request
+        answers = metadata(c, [f"auto-{i}" for i in range(30)])
+        codes = [t["error_code"] for t in answers]
+        assert codes == [NONE] * 25 + [3] * 5, codes  # 25 x 400 partitions = 10,000; the rest UNKNOWN_TOPIC_OR_PARTITION
+        assert open_fds(b.pid) < OPEN_FILE_LIMIT - 100
+    bystander.check()
+    print(f"5,000 partitions created in {created_in:.1f}s; bystander worst {bystander.worst:.3f}s p99 {bystander.p99:.3f}s")
+    assert b.stop() == 0
+    b.start(timeout=120)  # 15,000 partitions' files, opened lazily
+    with wire.WireClient(b.port) as c:
+        r = c.request("Produce", 9, produce_body("wide", build_batch([(None, b"after restart")]), partition=4999))
+        assert r["responses"][0]["partition_responses"][0]["base_offset"] == 1
+        assert [t["error_code"] for t in metadata(c, ["auto-0", "auto-24"], auto_create=False)] == [NONE, NONE]
+    assert "handler failed" not in b.log_text() and "Too many open files" not in b.log_text()
+
+
+@pytest.mark.timeout(60)
+def test_too_low_an_open_file_limit_is_explained(limited_broker):
+    b = limited_broker(open_files=100)
+    with pytest.raises(BrokerStartError):
+        b.start()
+    assert b.proc.returncode == 1
+    lines = [line for line in b.log_since_start().splitlines() if line.strip()]
+    assert lines[-1].startswith("moldau: the open-file limit is 100 (hard limit 100); the broker needs at least 256"), lines
+    assert "Traceback" not in b.log_since_start()

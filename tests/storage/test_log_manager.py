@@ -206,3 +206,74 @@ def test_directories_the_catalog_does_not_know_are_set_aside(log_dir):
     assert reopened.log("ghost", 0) is None
     assert reopened.log("t", 0).log_end_offset == 2
     reopened.close()
+
+
+def test_topic_changes_are_journaled_and_survive_a_crash(log_dir):
+    """Each create, delete or growth appends a line (one fsync) instead of rewriting topics.json;
+    a restart without a clean shutdown replays the journal, ignoring a torn last line, and folds it in."""
+    manager, _ = open_manager(log_dir)
+    manager.create_topic("a", 2)
+    manager.create_topic("b", 1)
+    manager.add_partitions("a", 3)
+    manager.delete_topic("b")
+    journal = log_dir / "topics.json.journal"
+    assert len(journal.read_text().splitlines()) == 4
+    assert not (log_dir / "topics.json").exists(), "no whole-catalog rewrite per topic"
+    with open(journal, "a") as f:
+        f.write('{"put": {"name": "torn"')  # a write the crash cut short
+    reopened, _ = open_manager(log_dir)  # the first manager was never closed: a crash
+    assert {name: t.num_partitions for name, t in reopened.topics.items()} == {"a": 3}
+    assert not journal.exists(), "folded into topics.json at startup"
+    assert [t["name"] for t in json.loads((log_dir / "topics.json").read_text())["topics"]] == ["a"]
+    reopened.close()
+
+
+def test_a_failed_create_leaves_no_half_topic(log_dir, monkeypatch):
+    manager, _ = open_manager(log_dir)
+    import storage.log_manager as log_manager
+
+    made = []
+
+    def failing_log(directory, config, **kwargs):
+        if len(made) == 5:
+            raise OSError(24, "Too many open files")
+        made.append(directory)
+        return real_log(directory, config, **kwargs)
+
+    real_log = log_manager.Log
+    monkeypatch.setattr(log_manager, "Log", failing_log)
+    with pytest.raises(OSError):
+        manager.create_topic("half", 40)
+    monkeypatch.undo()
+    assert manager.topic("half") is None and manager.log("half", 0) is None
+    assert not list(log_dir.glob("half-*")), "the partitions made before the failure are removed"
+    assert manager.create_topic("half", 2).num_partitions == 2, "and the name can be used again"
+    manager.close()
+
+
+def test_segment_files_beyond_the_handle_cache_are_reopened(log_dir):
+    """With fewer descriptors than segment files, appends and reads still work: the least recently used
+    files are closed and opened again on use."""
+    from storage.handles import HANDLES
+
+    capacity = HANDLES.capacity
+    HANDLES.set_capacity(8)
+    try:
+        manager, _ = open_manager(log_dir, segment_bytes=4 * BATCH)
+        manager.create_topic("many", 30)
+        assert len(HANDLES) <= 8
+        reopened = HANDLES.reopened
+        for round_ in range(3):
+            for p in range(30):
+                append(manager.log("many", p), make_batch(2))
+        assert HANDLES.reopened > reopened
+        for p in range(30):
+            assert manager.log("many", p).log_end_offset == 6
+            assert len(split_batches(manager.log("many", p).read(0, 1 << 20))) == 3
+        manager.close()
+        again, repairs = open_manager(log_dir, segment_bytes=4 * BATCH)
+        assert repairs == [] and len(HANDLES) <= 8
+        assert again.log("many", 29).log_end_offset == 6
+        again.close()
+    finally:
+        HANDLES.set_capacity(capacity)
