@@ -12,8 +12,7 @@ from pathlib import Path
 from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
-from . import descriptors
-from . import transactions_command
+from . import descriptors, transactions_command
 from .config import BrokerConfig, ConfigError, describe_settings
 
 log = logging.getLogger("moldau")
