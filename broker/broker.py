@@ -6,13 +6,13 @@ import asyncio
 import logging
 import time
 
-from storage.config import LogConfig
+from storage.config import LogConfig, parse_cleanup_policy
 from storage.catalog import TopicMetadata
 from storage.errors import InvalidTopic, TopicExists
 from storage.log_manager import LogManager
 
 from . import faults
-from .config import BrokerConfig
+from .config import BrokerConfig, ConfigError
 from .delayed_fetch import FetchPurgatory
 from .descriptors import Budget
 from .group import GroupCoordinator
@@ -30,15 +30,29 @@ def now_ms() -> int:
 
 
 def broker_log_config(config: BrokerConfig) -> LogConfig:
-    return LogConfig(
-        segment_bytes=config["log.segment.bytes"],
-        segment_ms=config["log.roll.ms"],
-        flush_interval_messages=config["log.flush.interval.messages"],
-        flush_interval_ms=config["log.flush.interval.ms"],
-        index_interval_bytes=config["log.index.interval.bytes"],
-        message_timestamp_before_max_ms=config["log.message.timestamp.before.max.ms"],
-        message_timestamp_after_max_ms=config["log.message.timestamp.after.max.ms"],
-    )
+    """The topics' defaults from the broker's log.* settings; raises ConfigError."""
+    try:
+        return LogConfig(
+            segment_bytes=config["log.segment.bytes"],
+            segment_ms=config["log.roll.ms"],
+            flush_interval_messages=config["log.flush.interval.messages"],
+            flush_interval_ms=config["log.flush.interval.ms"],
+            index_interval_bytes=config["log.index.interval.bytes"],
+            retention_ms=config.retention_ms,
+            retention_bytes=config["log.retention.bytes"],
+            file_delete_delay_ms=config["log.segment.delete.delay.ms"],
+            cleanup_policy=parse_cleanup_policy(config["log.cleanup.policy"]),
+            delete_retention_ms=config["log.cleaner.delete.retention.ms"],
+            min_cleanable_dirty_ratio=config["log.cleaner.min.cleanable.ratio"],
+            min_compaction_lag_ms=config["log.cleaner.min.compaction.lag.ms"],
+            max_compaction_lag_ms=config["log.cleaner.max.compaction.lag.ms"],
+            max_message_bytes=config["message.max.bytes"],
+            min_insync_replicas=config["min.insync.replicas"],
+            message_timestamp_before_max_ms=config["log.message.timestamp.before.max.ms"],
+            message_timestamp_after_max_ms=config["log.message.timestamp.after.max.ms"],
+        )
+    except ValueError as exc:  # InvalidConfig, or a cleanup policy that is not one
+        raise ConfigError(f"invalid log configuration: {exc}") from None
 
 
 class Broker:
@@ -78,6 +92,14 @@ class Broker:
         removed = sum(log_.producer_state.remove_expired(now, expiration) for log_ in self.logs.logs.values())
         if removed:
             log.info("expired the state of %d idle producer(s)", removed)
+
+    def delete_old_segments(self, now: int) -> None:
+        """Retention and DeleteRecords: drop old segments; their files go after file.delete.delay.ms."""
+        loop = asyncio.get_running_loop()
+        for log_, files in self.logs.delete_old_segments(now):
+            log.info("deleted %d segment(s) of %s; its log start offset is now %d",
+                     sum(f.name.endswith(".log.deleted") for f in files), log_.name, log_.log_start_offset)
+            loop.call_later(log_.config.file_delete_delay_ms / 1000, _remove_files, files)
 
     # ---- topics -------------------------------------------------------------
 
@@ -145,6 +167,14 @@ class Broker:
 
     def notify_append(self, topic: str, partition: int) -> None:
         self.fetch_purgatory.check_and_complete(TopicPartition(topic, partition))
+
+
+def _remove_files(files) -> None:
+    for path in files:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:  # the next start removes what is left
+            log.warning("could not remove %s: %s", path, exc)
 
 
 __all__ = ["Broker", "InvalidTopic", "INTERNAL_TOPICS", "now_ms"]

@@ -53,6 +53,10 @@ def _serve(args) -> int:
         return 2
     try:
         broker = Broker(config, budget)
+    except ConfigError as exc:
+        print(f"moldau: {exc}", file=sys.stderr)
+        return 2
+    try:
         broker.start()
     except (OSError, StorageError) as exc:  # a full disk, a directory of another node.id
         print(f"moldau: cannot open {config.log_dir}: {exc}", file=sys.stderr)

@@ -59,6 +59,23 @@ SETTINGS: list[Setting] = [
     Setting("log.flush.interval.messages", _optional_int, None, "fsync after this many messages (default: the OS)."),
     Setting("log.flush.interval.ms", _optional_int, None, "fsync at most this long after a write (default: the OS)."),
     Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries."),
+    Setting("log.retention.hours", int, 168, "Delete a segment whose newest record is this old."),
+    Setting("log.retention.minutes", _optional_int, None, "Like log.retention.hours; wins over it when set."),
+    Setting("log.retention.ms", _optional_int, None, "Like log.retention.minutes; wins over it when set (-1: forever)."),
+    Setting("log.retention.bytes", int, -1, "Delete the oldest segments while a partition is larger (-1: no limit)."),
+    Setting("log.retention.check.interval.ms", int, 300_000, "How often retention is applied."),
+    Setting("log.segment.delete.delay.ms", int, 60_000, "How long a deleted segment's files linger as *.deleted."),
+    Setting("log.cleanup.policy", str, "delete", "Topics' default cleanup.policy: delete, compact or both."),
+    Setting("log.cleaner.enable", _bool, True, "Run the log cleaner for compacted topics."),
+    Setting("log.cleaner.threads", int, 1, "Threads cleaning compacted logs."),
+    Setting("log.cleaner.io.max.bytes.per.second", float, 1.7976931348623157e308,
+            "Bytes per second all cleaner threads may read and write together."),
+    Setting("log.cleaner.backoff.ms", int, 15_000, "How long the cleaner sleeps when no log needs cleaning."),
+    Setting("log.cleaner.delete.retention.ms", int, 86_400_000, "How long a compacted log keeps tombstones."),
+    Setting("log.cleaner.min.cleanable.ratio", float, 0.5, "Dirty share of a log that makes it worth cleaning."),
+    Setting("log.cleaner.min.compaction.lag.ms", int, 0, "A record stays uncompacted at least this long."),
+    Setting("log.cleaner.max.compaction.lag.ms", int, 2**63 - 1, "A record is compacted at most this long after."),
+    Setting("min.insync.replicas", int, 1, "In-sync replicas an acks=all produce needs."),
     Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame accepted."),
     Setting("message.max.bytes", int, 1048588, "Largest record batch accepted, as in Kafka."),
     Setting("fetch.max.bytes", int, 55 * 1024 * 1024, "Most bytes one Fetch response carries (the first batch excepted)."),
@@ -123,6 +140,7 @@ class BrokerConfig:
     def __init__(self, values: dict[str, str] | None = None):
         self.values: dict[str, object] = {s.name: s.default for s in SETTINGS}
         self.unknown: dict[str, str] = {}
+        self.explicit = frozenset(name for name in values or {} if name in _BY_NAME)  # set, not defaulted
         for name, text in (values or {}).items():
             setting = _BY_NAME.get(name)
             if setting is None:
@@ -169,6 +187,15 @@ class BrokerConfig:
     def _log_dirs(self) -> list[str]:
         """log.dirs, or log.dir when that is not set, as in Kafka."""
         return [d.strip() for d in str(self["log.dirs"] or self["log.dir"]).split(",") if d.strip()]
+
+    @property
+    def retention_ms(self) -> int:
+        """log.retention.ms, else log.retention.minutes, else log.retention.hours (Kafka's precedence)."""
+        if self["log.retention.ms"] is not None:
+            return self["log.retention.ms"]
+        if self["log.retention.minutes"] is not None:
+            return self["log.retention.minutes"] * 60_000
+        return self["log.retention.hours"] * 3_600_000
 
     @property
     def log_dir(self) -> Path:

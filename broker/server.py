@@ -244,6 +244,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         log.info("listening on %s (%s)", listener, listener.security_protocol)
     tasks.append(asyncio.ensure_future(_flush_periodically(broker)))
     tasks.append(asyncio.ensure_future(_expire_producers_periodically(broker)))
+    tasks.append(asyncio.ensure_future(_apply_retention_periodically(broker)))
     try:
         await stop.wait()
     finally:
@@ -276,3 +277,13 @@ async def _expire_producers_periodically(broker: Broker) -> None:
     while True:
         await asyncio.sleep(broker.config["producer.id.expiration.check.interval.ms"] / 1000)
         broker.remove_expired_producers(now_ms())
+
+
+async def _apply_retention_periodically(broker: Broker) -> None:
+    """Drives retention.ms / retention.bytes, checking every log.retention.check.interval.ms."""
+    while True:
+        await asyncio.sleep(broker.config["log.retention.check.interval.ms"] / 1000)
+        try:
+            broker.delete_old_segments(now_ms())
+        except OSError as exc:
+            log.error("retention failed: %s; retrying at the next check", exc)

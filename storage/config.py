@@ -16,10 +16,23 @@ TIMESTAMP_TYPES = (CREATE_TIME, LOG_APPEND_TIME)
 MAX_SEGMENT_BYTES = 2**31 - 1
 # Kafka's lower bound for segment.bytes (the legacy record overhead).
 MIN_SEGMENT_BYTES = 14
+# Java's Long.MAX_VALUE: Kafka's "never" for lags and intervals
+LONG_MAX = 2**63 - 1
+
+DELETE = "delete"
+COMPACT = "compact"
 
 
 def _optional_int(value: str) -> int | None:
     return None if value in ("", "null", "None") else int(value)
+
+
+def parse_cleanup_policy(value: str) -> frozenset[str]:
+    """cleanup.policy: a comma-separated list of delete and compact."""
+    policies = frozenset(p.strip() for p in value.split(","))
+    if not policies or not policies <= {DELETE, COMPACT}:
+        raise ValueError(value)
+    return policies
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,16 @@ _SETTINGS = {
     "message.timestamp.after.max.ms": _Setting(
         "message_timestamp_after_max_ms", "log.message.timestamp.after.max.ms", int
     ),
+    "retention.ms": _Setting("retention_ms", "log.retention.ms", int),
+    "retention.bytes": _Setting("retention_bytes", "log.retention.bytes", int),
+    "file.delete.delay.ms": _Setting("file_delete_delay_ms", "log.segment.delete.delay.ms", int),
+    "cleanup.policy": _Setting("cleanup_policy", "log.cleanup.policy", parse_cleanup_policy),
+    "delete.retention.ms": _Setting("delete_retention_ms", "log.cleaner.delete.retention.ms", int),
+    "min.cleanable.dirty.ratio": _Setting("min_cleanable_dirty_ratio", "log.cleaner.min.cleanable.ratio", float),
+    "min.compaction.lag.ms": _Setting("min_compaction_lag_ms", "log.cleaner.min.compaction.lag.ms", int),
+    "max.compaction.lag.ms": _Setting("max_compaction_lag_ms", "log.cleaner.max.compaction.lag.ms", int),
+    "max.message.bytes": _Setting("max_message_bytes", "message.max.bytes", int),
+    "min.insync.replicas": _Setting("min_insync_replicas", "min.insync.replicas", int),
 }
 
 # Kafka's defaults (4.0): no bound into the past, one hour into the future.
@@ -61,6 +84,16 @@ class LogConfig:
     # CreateTime timestamps further than this from the broker's clock are refused (INVALID_TIMESTAMP)
     message_timestamp_before_max_ms: int = NO_TIMESTAMP_BOUND
     message_timestamp_after_max_ms: int = DEFAULT_TIMESTAMP_AFTER_MAX_MS
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000  # -1: keep forever
+    retention_bytes: int = -1  # per partition; -1: no limit
+    file_delete_delay_ms: int = 60_000  # how long a deleted segment's files linger as .deleted
+    cleanup_policy: frozenset[str] = frozenset({DELETE})
+    delete_retention_ms: int = 24 * 60 * 60 * 1000  # how long the cleaner keeps tombstones
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    max_message_bytes: int = 1048588
+    min_insync_replicas: int = 1
 
     def __post_init__(self) -> None:
         if not MIN_SEGMENT_BYTES <= self.segment_bytes <= MAX_SEGMENT_BYTES:
@@ -77,6 +110,28 @@ class LogConfig:
             raise InvalidConfig(f"message.timestamp.type must be one of {', '.join(TIMESTAMP_TYPES)}")
         if self.message_timestamp_before_max_ms < 0 or self.message_timestamp_after_max_ms < 0:
             raise InvalidConfig("message.timestamp.before.max.ms and after.max.ms must not be negative")
+        if self.retention_ms < -1:
+            raise InvalidConfig("retention.ms must be -1 (no limit) or more")
+        if self.file_delete_delay_ms < 0 or self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
+            raise InvalidConfig("file.delete.delay.ms, delete.retention.ms and min.compaction.lag.ms must not be negative")
+        if self.max_compaction_lag_ms < 1:
+            raise InvalidConfig("max.compaction.lag.ms must be at least 1")
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise InvalidConfig("min.cleanable.dirty.ratio must be in [0, 1]")
+        if self.max_message_bytes < 0:
+            raise InvalidConfig("max.message.bytes must not be negative")
+        if self.min_insync_replicas < 1:
+            raise InvalidConfig("min.insync.replicas must be at least 1")
+
+    @property
+    def delete(self) -> bool:
+        """Old segments are removed by retention.ms / retention.bytes."""
+        return DELETE in self.cleanup_policy
+
+    @property
+    def compact(self) -> bool:
+        """The log cleaner keeps the latest record per key."""
+        return COMPACT in self.cleanup_policy
 
     @property
     def log_append_time(self) -> bool:
@@ -95,8 +150,8 @@ class LogConfig:
     def with_topic_configs(self, configs: Mapping[str, str]) -> LogConfig:
         """This config (the broker defaults) overlaid with a topic's configs.
 
-        Topic configs the log does not use (retention.ms, cleanup.policy, ...)
-        are ignored here; the catalog keeps them.
+        Topic configs the log does not use (compression.type, ...) are
+        ignored here; the catalog keeps them.
         """
         changes = {}
         for name, value in configs.items():

@@ -28,7 +28,7 @@ from storage.config import LogConfig
 from storage.errors import CorruptIndex, InconsistentMetadata, OffsetOutOfRange, RecordBatchTooLarge
 from storage.files import decode_uuid, encode_uuid, fsync_dir, read_key_values, write_key_values
 from storage.producer_state import ProducerStateManager
-from storage.segment import LOG_SUFFIX, LogSegment, Truncation
+from storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, Truncation
 from storage.txn_index import AbortedTxn
 
 PARTITION_METADATA = "partition.metadata"
@@ -92,6 +92,7 @@ class Log:
         config: LogConfig,
         *,
         recovery_point: int = 0,
+        log_start_offset: int = 0,
         needs_recovery: bool = False,
         topic_id: uuid.UUID | None = None,
         now_ms: int | None = None,
@@ -111,6 +112,8 @@ class Log:
         self._segments: list[LogSegment] = []
         self.recovery_point = recovery_point
         self._load_segments(needs_recovery, now_ms)
+        # DeleteRecords can put the log start inside the first segment; retention only at a segment base
+        self._log_start_offset = min(max(log_start_offset, self._segments[0].base_offset), self.log_end_offset)
         if needs_recovery:
             self.flush(now_ms)  # what recovery kept is now durable
         self.recovery_point = self.log_end_offset
@@ -132,6 +135,8 @@ class Log:
         return stored
 
     def _load_segments(self, needs_recovery: bool, now_ms: int) -> None:
+        for leftover in self.directory.glob("*" + DELETED_SUFFIX):
+            leftover.unlink()  # removed by retention; the crash came before file.delete.delay.ms ran out
         bases = sorted(int(p.name[:20]) for p in self.directory.iterdir() if _SEGMENT_FILE.fullmatch(p.name))
         if not bases:
             self._segments.append(self._new_segment(0, now_ms))
@@ -197,6 +202,7 @@ class Log:
                     self.repairs.append(f"ignored the unreadable marker at offset {hdr.base_offset} ({exc})")
                     continue
                 self._complete_txn(segment, hdr, marker.type == CONTROL_COMMIT, marker.coordinator_epoch, now_ms)
+        self.producer_state.truncate_head(self.log_start_offset)  # a snapshot may predate the log start
 
     def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
         self._dir_dirty = True
@@ -223,7 +229,7 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        return self._log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -373,6 +379,71 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._load_producer_state(_now_ms())
 
+    # --- retention ---------------------------------------------------------
+
+    def delete_records(self, offset: int) -> bool:
+        """Move the log start offset up to ``offset`` (DeleteRecords); True if it moved.
+
+        Reads below it answer OFFSET_OUT_OF_RANGE at once; the segments wholly
+        below it go with the next ``delete_old_segments``.
+        """
+        if not 0 <= offset <= self.high_watermark:
+            raise OffsetOutOfRange(f"cannot delete records of {self.name} below {offset}: "
+                                   f"its high watermark is {self.high_watermark}")
+        return self._advance_log_start(offset)
+
+    def _advance_log_start(self, offset: int) -> bool:
+        if offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = offset
+        self.producer_state.truncate_head(offset)
+        return True
+
+    def delete_old_segments(self, now_ms: int) -> list[Path]:
+        """Remove the oldest segments that lie wholly below the log start offset or, with
+        cleanup.policy delete, past retention.ms or retention.bytes; never the active one.
+
+        The files are renamed to ``*.deleted`` (returned, for removal after
+        file.delete.delay.ms) and the log start offset moves to the new first segment.
+        """
+        count = self._deletable(lambda segment, next_base: next_base <= self._log_start_offset)
+        if self.config.delete:
+            retention_ms = self.config.retention_ms
+            if retention_ms >= 0:
+                expired = self._deletable(lambda segment, _: now_ms - segment.largest_timestamp() > retention_ms)
+                count = max(count, expired)
+            if self.config.retention_bytes >= 0:
+                count = max(count, self._over_retention_bytes())
+        if not count:
+            return []
+        doomed, self._segments = self._segments[:count], self._segments[count:]
+        self._dir_dirty = True
+        renamed = [path for segment in doomed for path in segment.mark_deleted()]
+        self._advance_log_start(self._segments[0].base_offset)
+        return renamed
+
+    def _deletable(self, predicate) -> int:
+        """How many segments from the oldest on match ``predicate(segment, next segment's base offset)``:
+        only whole segments below the high watermark, never the active one (Kafka's rule)."""
+        count = 0
+        for segment, following in zip(self._segments, self._segments[1:]):
+            if following.base_offset > self.high_watermark or not predicate(segment, following.base_offset):
+                break
+            count += 1
+        return count
+
+    def _over_retention_bytes(self) -> int:
+        excess = self.size_bytes - self.config.retention_bytes
+
+        def fits(segment: LogSegment, _: int) -> bool:
+            nonlocal excess
+            if excess < segment.size:
+                return False
+            excess -= segment.size
+            return True
+
+        return self._deletable(fits)
+
     # --- reading -----------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True) -> bytes:
@@ -447,7 +518,8 @@ class Log:
         for segment in self._segments:
             found = segment.find_timestamp(timestamp)
             if found is not None:
-                return self._first_record_at_or_after(segment, *found, timestamp)
+                offset, ts = self._first_record_at_or_after(segment, *found, timestamp)
+                return max(offset, self.log_start_offset), ts
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:

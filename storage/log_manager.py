@@ -32,6 +32,7 @@ from storage.log import DELETE_SUFFIX, Log, parse_partition_dir, partition_dir_n
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CATALOG_FILE = "topics.json"
 # Partitions created between two yields of create_topic_steps: the caller's loop serves others in between.
 CREATE_STEP = 16
@@ -59,6 +60,7 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._checkpointed: dict[TopicPartition, int] = {}
         self._creating: set[str] = set()  # topics whose logs are being made (create_topic_steps)
+        self._checkpointed_starts: dict[TopicPartition, int] = {}
 
     # --- loading -----------------------------------------------------------
 
@@ -69,12 +71,13 @@ class LogManager:
         marker = self.log_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         repairs: list[str] = []
-        recovery_points = {} if clean else self._read_recovery_points(repairs)
+        recovery_points = {} if clean else self._read_checkpoint(RECOVERY_POINT_CHECKPOINT, repairs)
+        log_starts = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT, repairs)
         self._set_topics(load_catalog(self.log_dir / CATALOG_FILE))
         self._compact_catalog()
         for child in sorted(self.log_dir.iterdir()):
             if child.is_dir():
-                self._load_partition_dir(child, clean, recovery_points, repairs)
+                self._load_partition_dir(child, clean, recovery_points, log_starts, repairs)
         for topic in self._topics.values():
             missing = [p for p in range(topic.num_partitions) if (topic.name, p) not in self._logs]
             if missing:
@@ -101,15 +104,21 @@ class LogManager:
             raise InconsistentMetadata(f"{path} has no cluster.id")
         self.cluster_id = properties["cluster.id"]
 
-    def _read_recovery_points(self, repairs: list[str]) -> dict[TopicPartition, int]:
+    def _read_checkpoint(self, name: str, repairs: list[str]) -> dict[TopicPartition, int]:
         try:
-            return read_offset_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT)
+            return read_offset_checkpoint(self.log_dir / name)
         except MalformedCheckpoint as exc:
-            repairs.append(f"ignored {RECOVERY_POINT_CHECKPOINT} ({exc}); recovering every segment")
+            # recovery points: every segment is recovered; log starts: they fall back to the first segments
+            repairs.append(f"ignored {name} ({exc})")
             return {}
 
     def _load_partition_dir(
-        self, directory: Path, clean: bool, recovery_points: dict[TopicPartition, int], repairs: list[str]
+        self,
+        directory: Path,
+        clean: bool,
+        recovery_points: dict[TopicPartition, int],
+        log_starts: dict[TopicPartition, int],
+        repairs: list[str],
     ) -> None:
         if directory.name.endswith(DELETE_SUFFIX):
             shutil.rmtree(directory)  # a topic deletion that a crash interrupted
@@ -128,6 +137,7 @@ class LogManager:
             directory,
             self.config_for(topic),
             recovery_point=recovery_points.get(key, 0),
+            log_start_offset=log_starts.get(key, 0),
             needs_recovery=not clean,
             topic_id=topic.topic_id,
         )
@@ -189,6 +199,18 @@ class LogManager:
         finally:
             self._creating.discard(name)
 
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
+        """Replace a topic's configs (AlterConfigs); its logs use them from the next write on."""
+        topic = self._require(name)
+        config = self.default_config.with_topic_configs(configs)  # raises InvalidConfig before anything changes
+        altered = dataclasses.replace(topic, configs=dict(configs))
+        self._commit(put=[altered])
+        for partition in range(topic.num_partitions):
+            log = self._logs.get((name, partition))
+            if log is not None:
+                log.config = config
+        return altered
+
     def delete_topic(self, name: str) -> TopicMetadata:
         topic = self._require(name)
         self._commit(delete=[name])
@@ -196,6 +218,7 @@ class LogManager:
             log = self._logs.pop((name, partition), None)
             if log is not None:
                 log.delete()
+        self._write_log_starts()  # a topic created again under this name must not inherit them
         return topic
 
     def add_partitions(self, name: str, total: int) -> TopicMetadata:
@@ -286,6 +309,35 @@ class LogManager:
         if points != self._checkpointed:
             write_offset_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT, points)
             self._checkpointed = points
+        self._write_log_starts()
+
+    def _write_log_starts(self) -> None:
+        """Persist log start offsets that DeleteRecords or retention moved (Kafka's log-start-offset-checkpoint)."""
+        starts = {key: log.log_start_offset for key, log in self._logs.items() if log.log_start_offset}
+        if starts != self._checkpointed_starts:
+            write_offset_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
+            self._checkpointed_starts = starts
+
+    # --- retention ---------------------------------------------------------
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """Move a partition's log start offset to ``offset`` and persist it; returns the new log start.
+
+        Raises OffsetOutOfRange past the high watermark. The segments wholly below go
+        with the next ``delete_old_segments`` (the caller runs it at once).
+        """
+        log = self._logs[(topic, partition)]
+        if log.delete_records(offset):
+            self._write_log_starts()
+        return log.log_start_offset
+
+    def delete_old_segments(self, now_ms: int) -> list[tuple[Log, list[Path]]]:
+        """Apply retention to every log; returns each changed log with its renamed
+        ``*.deleted`` files, which the caller removes after the log's file.delete.delay.ms."""
+        doomed = [(log, files) for log in self._logs.values() if (files := log.delete_old_segments(now_ms))]
+        if doomed:
+            self._write_log_starts()
+        return doomed
 
     def close(self) -> list[str]:
         """Flush and close every log, then mark the directory as cleanly shut down; returns what failed.

@@ -292,6 +292,19 @@ class ProducerStateManager:
             del self.producers[pid]
         return len(expired)
 
+    def truncate_head(self, log_start_offset: int) -> None:
+        """The log start moved up: forget each producer whose last batch is now gone, unless
+        it has an open transaction (Kafka's rule; its marker must still find it)."""
+        gone = [
+            pid
+            for pid, entry in self.producers.items()
+            if entry.current_txn_first_offset == NO_TXN_OFFSET
+            and entry.batches
+            and entry.batches[-1].last_offset < log_start_offset
+        ]
+        for pid in gone:
+            del self.producers[pid]
+
     # --- snapshots and loading -------------------------------------------------
 
     def snapshot_offsets(self) -> list[int]:

@@ -16,6 +16,8 @@ from storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+# a segment removed by retention lingers under this suffix for file.delete.delay.ms
+DELETED_SUFFIX = ".deleted"
 
 NO_TIMESTAMP = -1
 
@@ -173,6 +175,27 @@ class LogSegment:
         self.txn_index.delete()
         self._file.close()
         self.log_path.unlink(missing_ok=True)
+
+    def mark_deleted(self) -> list[Path]:
+        """Close the segment and rename its files to ``*.deleted``; returns the new paths.
+
+        Renaming is the atomic step: a crash after it leaves files that the
+        next start removes, never a segment half gone from the log.
+        """
+        self.close()
+        renamed = []
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
+            if path.exists():
+                target = path.with_name(path.name + DELETED_SUFFIX)
+                path.rename(target)
+                renamed.append(target)
+        return renamed
+
+    def largest_timestamp(self) -> int:
+        """The time retention.ms measures from: the max record timestamp, else the file's mtime (Kafka's rule)."""
+        if self.max_timestamp > 0:
+            return self.max_timestamp
+        return self.log_path.stat().st_mtime_ns // 1_000_000
 
     # --- reading -----------------------------------------------------------
 

@@ -10,6 +10,7 @@ from . import (
     api_versions,
     create_partitions,
     create_topics,
+    delete_records,
     delete_topics,
     describe_cluster,
     describe_configs,
@@ -66,6 +67,8 @@ _MODULES = [
     describe_configs,
     init_producer_id,
     describe_producers,
+    # retention and runtime configs
+    delete_records,
     # consumer groups
     find_coordinator,
     join_group,

@@ -23,7 +23,9 @@ def test_topic_configs_overlay_broker_defaults():
             "segment.ms": "60000",
             "flush.messages": "7",
             "message.timestamp.type": "LogAppendTime",
-            "retention.ms": "1000",  # not the log's business; kept by the catalog
+            "retention.ms": "1000",
+            "cleanup.policy": "compact,delete",
+            "compression.type": "producer",  # not the log's business; kept by the catalog
         }
     )
     assert config.segment_bytes == 2048
@@ -31,6 +33,8 @@ def test_topic_configs_overlay_broker_defaults():
     assert config.flush_interval_messages == 7
     assert config.flush_interval_ms == 500  # inherited
     assert config.log_append_time
+    assert config.retention_ms == 1000
+    assert config.compact and config.delete
     assert defaults.segment_bytes == 10_000  # the defaults are not changed
 
 
@@ -51,6 +55,10 @@ def test_broker_properties_use_log_prefixed_names():
         {"flush.messages": "0"},
         {"index.interval.bytes": "-1"},
         {"message.timestamp.type": "WallClock"},
+        {"retention.ms": "-2"},
+        {"cleanup.policy": "shred"},
+        {"min.cleanable.dirty.ratio": "1.5"},
+        {"max.compaction.lag.ms": "0"},
     ],
 )
 def test_invalid_values_are_rejected(configs):

@@ -247,3 +247,29 @@ def test_an_abort_whose_index_entry_meets_a_full_disk_stays_hidden(log_dir, tmp_
     recovered = rolling_log(crashed, needs_recovery=True)
     assert recovered.aborted_transactions(0, 5) == [AbortedTxn(1, 0, 2, 3)]
     assert txnindex_files(crashed) == txnindex_files(log_dir)
+
+
+def test_retention_forgets_producers_whose_batches_went_unless_their_transaction_is_open(log_dir):
+    log = rolling_log(log_dir)
+    append(log, txn_batch(1, 0))  # 0-1: producer 1, whose transaction stays open
+    append(log, txn_batch(2, 0))  # 2-3
+    end(log, 2, committed=False)  # 4: aborts 2-3
+    append(log, txn_batch(3, 0))  # 5-6, second segment
+    end(log, 3, committed=True)  # 7
+    append(log, plain())  # 8
+    append(log, plain())  # 9, third segment
+    assert [s.base_offset for s in log.segments] == [0, 5, 9]
+    log.delete_records(5)
+    assert log.delete_old_segments(NOW)  # the first segment is wholly below the log start
+    assert log.log_start_offset == 5
+    assert set(log.producer_state.producers) == {1, 3}  # 2's last batch went; 1 has an open transaction
+    assert log.last_stable_offset == 0  # producer 1's transaction still holds it back
+    end(log, 1, committed=False)  # its abort marker still finds the transaction
+    assert log.last_stable_offset == log.high_watermark
+    assert log.aborted_transactions(5, log.log_end_offset) == [AbortedTxn(1, 0, 10, 11)]
+    log.close()
+    reopened = Log(log_dir, LogConfig(segment_bytes=3 * BATCH + 1), log_start_offset=5)
+    assert reopened.log_start_offset == 5
+    # loading applies the rule again: 2 came back from the snapshot, 1's transaction is over now
+    assert set(reopened.producer_state.producers) == {3}
+    reopened.close()
