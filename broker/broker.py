@@ -145,6 +145,10 @@ class Broker:
         """The node leading the partition -- always this one; None if there is no such partition."""
         return self.node_id if self.logs.log(topic, partition) is not None else None
 
+    def in_sync_replicas(self, topic: str, partition: int) -> list[int]:
+        """The partition's ISR, which min.insync.replicas is measured against: this broker alone."""
+        return [self.node_id]
+
     def partition_metadata(self, topic: TopicMetadata) -> list[dict]:
         """Metadata partition entries: this broker leads every partition."""
         nodes = [self.node_id]

@@ -67,9 +67,11 @@ _SETTINGS = {
     "max.message.bytes": _Setting("max_message_bytes", "message.max.bytes", int),
     "min.insync.replicas": _Setting("min_insync_replicas", "min.insync.replicas", int),
 }
+# the topic configs a LogConfig carries (and the broker enforces)
+LOG_CONFIG_NAMES = frozenset(_SETTINGS)
 
 # Kafka's defaults (4.0): no bound into the past, one hour into the future.
-NO_TIMESTAMP_BOUND = 2**63 - 1
+NO_TIMESTAMP_BOUND = LONG_MAX
 DEFAULT_TIMESTAMP_AFTER_MAX_MS = 3_600_000
 
 
@@ -122,6 +124,8 @@ class LogConfig:
             raise InvalidConfig("max.message.bytes must not be negative")
         if self.min_insync_replicas < 1:
             raise InvalidConfig("min.insync.replicas must be at least 1")
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfig("min.compaction.lag.ms must not exceed max.compaction.lag.ms")
 
     @property
     def delete(self) -> bool:
@@ -146,6 +150,15 @@ class LogConfig:
         if timestamp > now_ms + self.message_timestamp_after_max_ms:
             return f"timestamp {timestamp} is more than message.timestamp.after.max.ms after the broker's {now_ms}"
         return None
+
+    def topic_value(self, name: str) -> str:
+        """Topic config ``name`` as Kafka shows it (DescribeConfigs)."""
+        value = getattr(self, _SETTINGS[name].field)
+        if value is None:
+            return str(LONG_MAX)  # flush.messages / flush.ms left to the OS: Kafka's "never"
+        if isinstance(value, frozenset):
+            return ",".join(sorted(value))
+        return str(value)
 
     def with_topic_configs(self, configs: Mapping[str, str]) -> LogConfig:
         """This config (the broker defaults) overlaid with a topic's configs.

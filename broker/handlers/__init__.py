@@ -7,6 +7,7 @@ from typing import Callable, NamedTuple
 from protocol.frames import API_KEYS
 
 from . import (
+    alter_configs,
     api_versions,
     create_partitions,
     create_topics,
@@ -14,9 +15,11 @@ from . import (
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
     fetch,
+    incremental_alter_configs,
     init_producer_id,
     list_offsets,
     metadata,
@@ -69,6 +72,9 @@ _MODULES = [
     describe_producers,
     # retention and runtime configs
     delete_records,
+    alter_configs,
+    incremental_alter_configs,
+    describe_log_dirs,
     # consumer groups
     find_coordinator,
     join_group,

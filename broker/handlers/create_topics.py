@@ -25,8 +25,8 @@ async def _create(broker, want: dict, validate_only: bool) -> dict:
     count = want["num_partitions"]
     if count == -1:
         count = broker.config["num.partitions"]
-    configs = {c["name"]: c["value"] for c in want["configs"]}
-    problem = topic_configs.validate(configs)
+    configs = {c["name"]: c["value"] for c in want["configs"] if c["value"] is not None}
+    problem = topic_configs.validate(configs, broker.logs.default_config)
     if broker.logs.topic(name) is not None:
         result.update(error_code=ErrorCode.TOPIC_ALREADY_EXISTS, error_message=f"topic {name} already exists")
     elif count <= 0 or want["assignments"]:
@@ -42,7 +42,6 @@ async def _create(broker, want: dict, validate_only: bool) -> dict:
                 validate_topic_name(name)
                 topic_id = None
             else:
-                configs = {k: v for k, v in configs.items() if v is not None}
                 topic_id = (await broker.create_topic(name, count, configs)).topic_id
         except InvalidTopic as exc:
             result.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=str(exc))

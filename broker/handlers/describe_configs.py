@@ -1,8 +1,15 @@
-"""DescribeConfigs: topic and broker configs with their sources."""
+"""DescribeConfigs: topic and broker configs with their types, sources and synonyms.
 
-from broker import topic_configs
+A topic config's value is the one in force: the topic's own (DYNAMIC_TOPIC),
+else the broker setting it defaults to when server.properties sets it
+(STATIC_BROKER), else Kafka's default (DEFAULT). Topic configs can be altered
+(AlterConfigs, IncrementalAlterConfigs); broker configs are read-only.
+"""
+
 from broker.config import SETTINGS
 from broker.errors import ErrorCode
+from broker.topic_configs import BOOLEAN, DOUBLE, INT, LONG, STRING, TOPIC_CONFIGS
+from storage.config import LOG_CONFIG_NAMES
 
 API = "DescribeConfigs"
 VERSIONS = (1, 4)
@@ -14,10 +21,60 @@ DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
+_SETTING_TYPES = {bool: BOOLEAN, float: DOUBLE, str: STRING}
+_BROKER_DEFAULTS = {s.name: s.default for s in SETTINGS}
 
-def _entry(name, value, source) -> dict:
-    return {"name": name, "value": value, "read_only": source != DYNAMIC_TOPIC_CONFIG,
-            "config_source": source, "is_sensitive": False, "synonyms": [], "documentation": None}
+
+def _text(value) -> str | None:
+    if value is None:
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _entry(name, value, source, config_type, read_only, synonyms) -> dict:
+    return {"name": name, "value": value, "read_only": read_only, "config_source": source,
+            "is_default": source == DEFAULT_CONFIG, "is_sensitive": False, "synonyms": synonyms,
+            "config_type": config_type, "documentation": None}
+
+
+def _synonym(name, value, source) -> dict:
+    return {"name": name, "value": value, "source": source}
+
+
+def _topic_synonyms(broker, topic, config) -> list[dict]:
+    """Where the value could come from, the one in force first (Kafka's order)."""
+    found = []
+    if config.name in topic.configs:
+        found.append(_synonym(config.name, topic.configs[config.name], DYNAMIC_TOPIC_CONFIG))
+    found += [_synonym(s, _text(broker.config[s]), STATIC_BROKER_CONFIG)
+              for s in config.synonyms if s in broker.config.explicit]
+    defaults = [s for s in config.synonyms if _BROKER_DEFAULTS[s] is not None]
+    if defaults:
+        found.append(_synonym(defaults[-1], _text(_BROKER_DEFAULTS[defaults[-1]]), DEFAULT_CONFIG))
+    else:
+        found.append(_synonym(config.name, config.default, DEFAULT_CONFIG))
+    return found
+
+
+def _topic_entries(broker, topic) -> list[dict]:
+    in_force = broker.logs.config_for(topic)
+    entries = []
+    for name, config in sorted(TOPIC_CONFIGS.items()):
+        synonyms = _topic_synonyms(broker, topic, config)
+        value = in_force.topic_value(name) if name in LOG_CONFIG_NAMES else synonyms[0]["value"]
+        entries.append(_entry(name, value, synonyms[0]["source"], config.type, False, synonyms))
+    return entries
+
+
+def _broker_entries(broker) -> list[dict]:
+    entries = []
+    for setting in SETTINGS:
+        source = STATIC_BROKER_CONFIG if setting.name in broker.config.explicit else DEFAULT_CONFIG
+        value = _text(broker.config[setting.name])
+        config_type = _SETTING_TYPES.get(type(setting.default), LONG if setting.name.endswith(".ms") else INT)
+        entries.append(_entry(setting.name, value, source, config_type, True,
+                              [_synonym(setting.name, value, source)]))
+    return entries
 
 
 def _configs(broker, resource) -> tuple[int, str | None, list]:
@@ -26,14 +83,11 @@ def _configs(broker, resource) -> tuple[int, str | None, list]:
         topic = broker.logs.topic(name)
         if topic is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}", []
-        values = topic_configs.effective(broker.config, topic.configs)
-        return 0, None, [_entry(k, v, DEFAULT_CONFIG if default else DYNAMIC_TOPIC_CONFIG)
-                         for k, (v, default) in values.items()]
+        return 0, None, _topic_entries(broker, topic)
     if rtype == BROKER:
         if name not in ("", str(broker.node_id)):
             return ErrorCode.INVALID_REQUEST, f"unknown broker {name}", []
-        return 0, None, [_entry(s.name, None if broker.config[s.name] is None else str(broker.config[s.name]),
-                                STATIC_BROKER_CONFIG) for s in SETTINGS]
+        return 0, None, _broker_entries(broker)
     return ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported", []
 
 
@@ -44,6 +98,9 @@ def handle(broker, request, header) -> dict:
         keys = resource["configuration_keys"]
         if keys is not None:
             entries = [e for e in entries if e["name"] in keys]
+        if not request["include_synonyms"]:
+            for entry in entries:
+                entry["synonyms"] = []
         results.append({"error_code": code, "error_message": message,
                         "resource_type": resource["resource_type"],
                         "resource_name": resource["resource_name"], "configs": entries})

@@ -10,7 +10,7 @@ import logging
 
 from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
 from broker.errors import ErrorCode
-from protocol.records import NO_PRODUCER_ID, BatchHeader, CorruptRecord, parse_produce_records
+from protocol.records import NO_PRODUCER_ID, BatchHeader, CorruptRecord, iter_records, parse_produce_records
 from storage.errors import (
     DuplicateSequence,
     InvalidProducerEpoch,
@@ -65,7 +65,21 @@ def _timestamp_problem(config, batches, now: int) -> str | None:
     return None
 
 
-def _append(broker, topic, part: dict, transactional_id: str | None, now: int) -> dict:
+def _topic_problem(broker, log_, records, hdr: BatchHeader, acks: int) -> tuple[ErrorCode, str] | None:
+    """min.insync.replicas for acks=all, max.message.bytes, keys on compacted topics (Kafka's order)."""
+    config = log_.config
+    in_sync = broker.in_sync_replicas(log_.topic, log_.partition)
+    if acks == -1 and len(in_sync) < config.min_insync_replicas:
+        return ErrorCode.NOT_ENOUGH_REPLICAS, (f"{len(in_sync)} in-sync replica(s), "
+                                               f"min.insync.replicas is {config.min_insync_replicas}")
+    if hdr.size > config.max_message_bytes:
+        return ErrorCode.MESSAGE_TOO_LARGE, f"batch of {hdr.size} bytes exceeds max.message.bytes {config.max_message_bytes}"
+    if config.compact and not hdr.is_control and any(r.key is None for r in iter_records(records)):
+        return ErrorCode.INVALID_RECORD, "compacted topics accept only records with a key"
+    return None
+
+
+def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, now: int) -> dict:
     index = part["index"]
     log_ = broker.logs.log(topic.name, index)
     if log_ is None:
@@ -82,8 +96,14 @@ def _append(broker, topic, part: dict, transactional_id: str | None, now: int) -
         log.info("refused %d batches for %s-%d in one request", len(batches), topic.name, index)
         return _partition_result(index, ErrorCode.INVALID_RECORD, message="exactly one record batch per partition")
     ((_, hdr),) = batches
-    if hdr.size > broker.config["message.max.bytes"]:
-        return _partition_result(index, ErrorCode.MESSAGE_TOO_LARGE)
+    try:
+        refused = _topic_problem(broker, log_, records, hdr, acks)
+    except CorruptRecord as exc:
+        log.info("rejected batch for %s-%d: %s", topic.name, index, exc)
+        return _partition_result(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+    if refused is not None:
+        log.info("refused batch for %s-%d: %s", topic.name, index, refused[1])
+        return _partition_result(index, refused[0], message=refused[1])
     problem = _timestamp_problem(log_.config, batches, now)
     if problem:
         log.info("refused batch for %s-%d: %s", topic.name, index, problem)
@@ -133,7 +153,7 @@ def handle(broker, request, header):
         if topic is None:
             results = [_partition_result(p["index"], code) for p in parts]
         else:
-            results = [_append(broker, topic, p, request["transactional_id"], now) for p in parts]
+            results = [_append(broker, topic, p, request["transactional_id"], acks, now) for p in parts]
         responses.append({"name": name, "partition_responses": results})
     if acks == 0:
         return None

@@ -18,6 +18,13 @@ import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
@@ -38,6 +45,7 @@ import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -92,6 +100,9 @@ public final class ClientConformance {
                 case "transactions" -> transactions(bootstrap, partition(a[0], a[1]), Integer.parseInt(a[2]), a[3],
                         List.of(a[4].split(",")));
                 case "group" -> group(bootstrap, a[0], a[1], a[2]);
+                case "alterConfigs" -> alterConfigs(bootstrap, a[0]);
+                case "describeConfigs" -> describeConfigs(bootstrap, a[0]);
+                case "deleteRecords" -> deleteRecords(bootstrap, partition(a[0], a[1]), Long.parseLong(a[2]));
                 default -> throw new IllegalArgumentException("unknown scenario " + scenario);
             }
             emit("done");
@@ -125,6 +136,64 @@ public final class ClientConformance {
             emit("describeCluster", "clusterId", cluster.clusterId().get(),
                     "controller", node(cluster.controller().get()),
                     "nodes", cluster.nodes().get().stream().map(ClientConformance::node).toList());
+        }
+    }
+
+    /** Creates the topic, then changes it with incrementalAlterConfigs and (the deprecated) alterConfigs. */
+    @SuppressWarnings("deprecation")
+    static void alterConfigs(String bootstrap, String topic) throws Exception {
+        try (Admin admin = Admin.create(common(bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(
+                    new AlterConfigOp(new ConfigEntry("retention.ms", "3600000"), AlterConfigOp.OpType.SET),
+                    new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.APPEND),
+                    new AlterConfigOp(new ConfigEntry("segment.bytes", "100000"), AlterConfigOp.OpType.SET))))
+                    .all().get();
+            emit("incrementalAlterConfigs", "ok", true);
+            emit("incrementalAlterConfigsInvalid", "error", failure(() -> admin.incrementalAlterConfigs(Map.of(
+                    resource, List.of(new AlterConfigOp(new ConfigEntry("retention.ms", "-5"),
+                            AlterConfigOp.OpType.SET)))).all().get()));
+            ConfigResource other = new ConfigResource(ConfigResource.Type.TOPIC, topic + "-whole");
+            admin.createTopics(List.of(new NewTopic(other.name(), 1, (short) 1))).all().get();
+            admin.alterConfigs(Map.of(other, new Config(List.of(new ConfigEntry("retention.bytes", "123456")))))
+                    .all().get();
+            emit("alterConfigs", "ok", true);
+        }
+    }
+
+    static void describeConfigs(String bootstrap, String topic) throws Exception {
+        try (Admin admin = Admin.create(common(bootstrap))) {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            Config config = admin.describeConfigs(List.of(resource),
+                    new DescribeConfigsOptions().includeSynonyms(true).includeDocumentation(true))
+                    .all().get().get(resource);
+            for (ConfigEntry e : config.entries()) {
+                emit("config", "name", e.name(), "value", e.value(), "source", e.source().name(),
+                        "type", e.type().name(), "readOnly", e.isReadOnly(),
+                        "synonyms", e.synonyms().stream()
+                                .map(s -> fields("name", s.name(), "value", s.value(), "source", s.source().name()))
+                                .toList());
+            }
+            Map<Integer, Map<String, LogDirDescription>> dirs =
+                    admin.describeLogDirs(List.of(1)).allDescriptions().get();
+            for (var dir : dirs.get(1).entrySet()) {
+                for (var replica : dir.getValue().replicaInfos().entrySet()) {
+                    if (replica.getKey().topic().equals(topic)) {
+                        ReplicaInfo info = replica.getValue();
+                        emit("logDir", "dir", dir.getKey(), "partition", replica.getKey().partition(),
+                                "size", info.size(), "totalBytes", dir.getValue().totalBytes().orElse(-1L));
+                    }
+                }
+            }
+        }
+    }
+
+    static void deleteRecords(String bootstrap, TopicPartition tp, long before) throws Exception {
+        try (Admin admin = Admin.create(common(bootstrap))) {
+            long low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(before)))
+                    .lowWatermarks().get(tp).get().lowWatermark();
+            emit("deleteRecords", "lowWatermark", low);
         }
     }
 

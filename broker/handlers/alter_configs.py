@@ -1,0 +1,17 @@
+"""AlterConfigs: replace a topic's configs as a whole (those not given return to their defaults)."""
+
+from broker import topic_configs
+
+API = "AlterConfigs"
+VERSIONS = (0, 2)
+
+
+def handle(broker, request, header) -> dict:
+    responses = []
+    for resource in request["resources"]:
+        wanted = {c["name"]: c["value"] for c in resource["configs"]}
+        code, message = topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
+                                            lambda current, in_force: wanted, request["validate_only"])
+        responses.append({"error_code": code, "error_message": message,
+                          "resource_type": resource["resource_type"], "resource_name": resource["resource_name"]})
+    return {"throttle_time_ms": 0, "responses": responses}
