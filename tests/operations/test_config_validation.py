@@ -55,8 +55,8 @@ def test_log_dir_singular_is_honoured(start_broker, tmp_path):
 
 
 def test_unsupported_kafka_names_and_typos_are_told_apart(start_broker):
-    b = start_broker({"log.cleaner.threads": 2, "num.partitons": 3, "zzz.frobnicate": 1})
+    b = start_broker({"log.preallocate": "true", "num.partitons": 3, "zzz.frobnicate": 1})
     log = b.log_since_start()
-    assert "log.cleaner.threads is a Kafka broker config that Moldau does not support; ignored" in log
+    assert "log.preallocate is a Kafka broker config that Moldau does not support; ignored" in log
     assert "unknown config num.partitons; did you mean num.partitions? (ignored)" in log
     assert "unknown config zzz.frobnicate (ignored)" in log
