@@ -44,6 +44,13 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+def bytes_to_recover(directory: Path, recovery_point: int) -> int:
+    """Size of the segments a recovery from ``recovery_point`` checks: the one holding it and all later ones."""
+    segments = sorted((int(p.name[:20]), p) for p in directory.iterdir() if _SEGMENT_FILE.fullmatch(p.name))
+    first = max((i for i, (base, _) in enumerate(segments) if base <= recovery_point), default=0)
+    return sum(path.stat().st_size for _, path in segments[first:])
+
+
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     """(topic, partition) from a ``<topic>-<partition>`` directory name, else None."""
     match = _PARTITION_DIR.fullmatch(name)

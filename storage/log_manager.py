@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import shutil
+import time
 import types
 import uuid
 from pathlib import Path
@@ -28,7 +30,7 @@ from storage.errors import (
     UnknownTopic,
 )
 from storage.files import atomic_write, encode_uuid, fsync_dir, random_uuid, read_key_values, write_key_values
-from storage.log import DELETE_SUFFIX, Log, parse_partition_dir, partition_dir_name, read_topic_id
+from storage.log import DELETE_SUFFIX, Log, bytes_to_recover, parse_partition_dir, partition_dir_name, read_topic_id
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -40,6 +42,8 @@ META_PROPERTIES = "meta.properties"
 STRAY_SUFFIX = "-stray"
 
 TopicPartition = tuple[str, int]
+
+log = logging.getLogger("moldau.recovery")
 
 
 class LogManager:
@@ -64,8 +68,11 @@ class LogManager:
 
     # --- loading -----------------------------------------------------------
 
-    def load(self) -> list[str]:
-        """Open every partition log, recovering after an unclean shutdown; returns what was repaired."""
+    def load(self, progress_every_s: float = 5.0) -> list[str]:
+        """Open every partition log, recovering after an unclean shutdown; returns what was repaired.
+
+        A recovery is logged: one line saying why and how much it checks, progress every
+        ``progress_every_s`` seconds, and one line with the time it took."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._load_meta_properties()
         marker = self.log_dir / CLEAN_SHUTDOWN_FILE
@@ -75,9 +82,14 @@ class LogManager:
         log_starts = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT, repairs)
         self._set_topics(load_catalog(self.log_dir / CATALOG_FILE))
         self._compact_catalog()
-        for child in sorted(self.log_dir.iterdir()):
-            if child.is_dir():
-                self._load_partition_dir(child, clean, recovery_points, log_starts, repairs)
+        directories = [child for child in sorted(self.log_dir.iterdir()) if child.is_dir()]
+        recovery = None if clean or not directories else _Recovery(self.log_dir, directories, recovery_points, progress_every_s)
+        for child in directories:
+            self._load_partition_dir(child, clean, recovery_points, log_starts, repairs)
+            if recovery:
+                recovery.checked(child)
+        if recovery:
+            recovery.done(len(repairs))
         for topic in self._topics.values():
             missing = [p for p in range(topic.num_partitions) if (topic.name, p) not in self._logs]
             if missing:
@@ -369,3 +381,40 @@ def _run(steps: Iterator[None]):
             next(steps)
         except StopIteration as done:
             return done.value
+
+
+class _Recovery:
+    """The log lines of a recovery after an unclean shutdown: what it checks, progress, how long it took."""
+
+    def __init__(self, log_dir: Path, directories: list[Path], recovery_points: dict[TopicPartition, int],
+                 progress_every_s: float):
+        self.sizes = {}
+        for directory in directories:
+            key = parse_partition_dir(directory.name)
+            if key is not None and not directory.name.endswith(DELETE_SUFFIX):
+                self.sizes[directory] = bytes_to_recover(directory, recovery_points.get(key, 0))
+        self.total = sum(self.sizes.values())
+        self.partitions_done = self.bytes_done = 0
+        self.progress_every_s = progress_every_s
+        self.started = self.reported = time.monotonic()
+        log.warning("%s was not shut down cleanly (no %s): recovering %d partitions, checking %s from their "
+                    "recovery points", log_dir, CLEAN_SHUTDOWN_FILE, len(self.sizes), _mib(self.total))
+
+    def checked(self, directory: Path) -> None:
+        if directory not in self.sizes:
+            return
+        self.partitions_done += 1
+        self.bytes_done += self.sizes[directory]
+        now = time.monotonic()
+        if now - self.reported >= self.progress_every_s and self.partitions_done < len(self.sizes):
+            self.reported = now
+            log.info("recovery: %d of %d partitions, %s of %s checked, %.0f s so far", self.partitions_done,
+                     len(self.sizes), _mib(self.bytes_done), _mib(self.total), now - self.started)
+
+    def done(self, repairs: int) -> None:
+        log.info("recovery done in %.1f s: %d partitions, %s checked, %d repaired", time.monotonic() - self.started,
+                 len(self.sizes), _mib(self.total), repairs)
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"

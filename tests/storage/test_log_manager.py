@@ -3,7 +3,7 @@ import shutil
 import time
 
 import pytest
-from storage_support import append, make_batch, split_batches
+from storage_support import append, crash_copy, make_batch, split_batches
 
 from storage.config import LogConfig
 from storage.errors import (
@@ -277,3 +277,26 @@ def test_segment_files_beyond_the_handle_cache_are_reopened(log_dir):
         again.close()
     finally:
         HANDLES.set_capacity(capacity)
+
+
+def test_recovery_says_what_it_checks_how_far_it_got_and_how_long_it_took(log_dir, tmp_path, caplog):
+    manager, _ = open_manager(log_dir)
+    manager.create_topic("orders", 3)
+    for partition in range(3):
+        for _ in range(4):
+            append(manager.log("orders", partition), make_batch(2))
+    crashed = crash_copy(log_dir, tmp_path / "crashed")
+    manager.close()
+
+    caplog.set_level("INFO", logger="moldau.recovery")
+    LogManager(crashed, LogConfig()).load(progress_every_s=0)
+    lines = [r.getMessage() for r in caplog.records if r.name == "moldau.recovery"]
+    size = f"{12 * BATCH / (1 << 20):.1f} MiB"
+    assert lines[0] == (f"{crashed} was not shut down cleanly (no {CLEAN_SHUTDOWN_FILE}): recovering 3 partitions, "
+                        f"checking {size} from their recovery points")
+    assert [line.split(",")[0] for line in lines[1:3]] == ["recovery: 1 of 3 partitions", "recovery: 2 of 3 partitions"]
+    assert lines[3].startswith("recovery done in ") and lines[3].endswith(f"s: 3 partitions, {size} checked, 0 repaired")
+
+    caplog.clear()
+    LogManager(log_dir, LogConfig()).load(progress_every_s=0)  # after a clean shutdown: nothing to say
+    assert [r for r in caplog.records if r.name == "moldau.recovery"] == []
