@@ -74,7 +74,9 @@ class TransactionCoordinator:
         self.state_manager = TransactionStateManager(logs, config, notify_append)
         self.transactions: dict[str, TransactionMetadata] = {}
         self.markers: TransactionMarkerChannelManager | None = None
-        self.lso_watch = LastStableOffsetWatch(logs, config["transaction.max.timeout.ms"])
+        # stuck past the longest timeout, plus the time the coordinator may take to notice it ran out
+        self.lso_watch = LastStableOffsetWatch(logs, config["transaction.max.timeout.ms"]
+                                               + config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
         self._tasks: set[asyncio.Task] = set()
 
     def load(self) -> None:

@@ -5,9 +5,10 @@ coordinator aborts it at its timeout. A partition whose last stable offset
 has stayed at an open transaction's first offset for longer than that holds
 a hanging transaction -- one no coordinator will end (a bug, a lost marker, a
 hand-made write) -- and its read_committed consumers are stuck behind it.
-Each such partition is named in a warning, again every further
-transaction.max.timeout.ms while it stays stuck, so an operator can end it
-with `moldau transactions find-hanging` and `abort`.
+Each such partition is named in a warning (the coordinator's timeout check
+interval is allowed on top), again every further such period while it
+stays stuck, so an operator can end it with `moldau transactions
+find-hanging` and `abort`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class _Stuck(NamedTuple):
 
 class LastStableOffsetWatch:
     def __init__(self, logs: LogManager, max_timeout_ms: int):
+        """``max_timeout_ms``: how long an LSO may stay put before it is reported."""
         self.logs = logs
         self.max_timeout_ms = max_timeout_ms
         self._stuck: dict[tuple[str, int], _Stuck] = {}
