@@ -108,8 +108,21 @@ SETTINGS: list[Setting] = [
             "How often transactions past their timeout are looked for (and aborted)."),
     Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3_600_000,
             "How often expired transactional ids are looked for."),
+    # security (each may be set for one listener as listener.name.<listener>.<name>)
+    Setting("ssl.keystore.type", str, "PEM", "Format of the key store: PEM."),
+    Setting("ssl.keystore.location", str, "", "PEM file holding the private key and its certificate chain."),
+    Setting("ssl.keystore.key", str, "", "The private key as PEM text (with ssl.keystore.certificate.chain)."),
+    Setting("ssl.keystore.certificate.chain", str, "", "The certificate chain as PEM text."),
+    Setting("ssl.key.password", str, "", "Password of an encrypted private key."),
+    Setting("ssl.truststore.type", str, "PEM", "Format of the trust store: PEM."),
+    Setting("ssl.truststore.location", str, "", "PEM file of the CA certificates client certificates are checked against."),
+    Setting("ssl.truststore.certificates", str, "", "The trusted CA certificates as PEM text."),
+    Setting("ssl.client.auth", str, "none", "Client certificates: none, requested or required."),
+    Setting("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions accepted."),
+    Setting("ssl.principal.mapping.rules", str, "DEFAULT", "Certificate subject to principal name: DEFAULT."),
 ]
 _BY_NAME = {s.name: s for s in SETTINGS}
+LISTENER_PREFIX = "listener.name."
 
 
 class ConfigError(ValueError):
@@ -142,7 +155,11 @@ class BrokerConfig:
         self.values: dict[str, object] = {s.name: s.default for s in SETTINGS}
         self.unknown: dict[str, str] = {}
         self.explicit = frozenset(name for name in values or {} if name in _BY_NAME)  # set, not defaulted
+        self.per_listener: dict[str, str] = {}  # listener.name.<listener>.<name>, parsed on use
         for name, text in (values or {}).items():
+            if name.startswith(LISTENER_PREFIX):
+                self.per_listener[name] = text
+                continue
             setting = _BY_NAME.get(name)
             if setting is None:
                 self.unknown[name] = text
@@ -174,6 +191,17 @@ class BrokerConfig:
 
     def __getitem__(self, name: str):
         return self.values[name]
+
+    def for_listener(self, listener: str, name: str, mechanism: str = ""):
+        """Kafka's listener.name.<listener>.[<mechanism>.]<name> if set, else <name>."""
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        for key in ([f"{prefix}{mechanism.lower()}.{name}"] if mechanism else []) + [prefix + name]:
+            if key in self.per_listener:
+                try:
+                    return _BY_NAME[name].parse(self.per_listener[key])
+                except ValueError as exc:
+                    raise ConfigError(f"{key}: {exc}") from None
+        return self[name]
 
     @classmethod
     def load(cls, path: Path | None, overrides: list[str]) -> "BrokerConfig":

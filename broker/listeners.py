@@ -8,12 +8,14 @@ anyone who connects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ssl
+from dataclasses import dataclass, field
 
-from .config import BrokerConfig, ConfigError, parse_listener
+from .config import LISTENER_PREFIX, SETTINGS, BrokerConfig, ConfigError, parse_listener
+from .security import tls
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-IMPLEMENTED = frozenset({"PLAINTEXT"})
+IMPLEMENTED = frozenset({"PLAINTEXT", "SSL"})
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class Listener:
     port: int
     advertised_host: str
     advertised_port: int
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
 
     @property
     def tls(self) -> bool:
@@ -65,7 +68,7 @@ def _urls(text: str) -> dict[str, tuple[str, int]]:
 
 
 def resolve(config: BrokerConfig) -> list[Listener]:
-    """The listeners to bind, each with its security protocol and advertised endpoint.
+    """The listeners to bind, each with its security protocol, advertised endpoint and TLS context.
 
     Raises ConfigError for a name without a protocol or a protocol that is not implemented."""
     mapping = protocol_map(config)
@@ -74,6 +77,7 @@ def resolve(config: BrokerConfig) -> list[Listener]:
     for name in advertised:
         if name not in bound:
             raise ConfigError(f"advertised.listeners: {name} is not one of the listeners ({', '.join(bound)})")
+    _check_per_listener(config, bound)
     listeners = []
     for name, (host, port) in bound.items():
         protocol = mapping.get(name)
@@ -84,5 +88,17 @@ def resolve(config: BrokerConfig) -> list[Listener]:
             raise ConfigError(f"listener {name}://{host}:{port}: security protocol {protocol} is not implemented "
                               f"(implemented: {', '.join(sorted(IMPLEMENTED))})")
         adv_host, adv_port = advertised.get(name, (host, port))
-        listeners.append(Listener(name, protocol, host, port, adv_host or "127.0.0.1", adv_port))
+        context = tls.server_context(config, name) if protocol in ("SSL", "SASL_SSL") else None
+        listeners.append(Listener(name, protocol, host, port, adv_host or "127.0.0.1", adv_port, context))
     return listeners
+
+
+def _check_per_listener(config: BrokerConfig, bound: dict) -> None:
+    """listener.name.<listener>.[<mechanism>.]<name>: a listener that exists and a name Kafka has."""
+    known = {s.name for s in SETTINGS}
+    for key in config.per_listener:
+        listener, _, name = key[len(LISTENER_PREFIX):].partition(".")
+        if listener.upper() not in bound:
+            raise ConfigError(f"{key}: there is no listener {listener.upper()} in listeners")
+        if name not in known and name.partition(".")[2] not in known:
+            raise ConfigError(f"{key}: unknown config {name}")

@@ -24,6 +24,7 @@ from .broker import Broker, now_ms
 from .config import ConfigError
 from .handlers import HANDLERS, api_versions
 from .listeners import Listener
+from .security import tls
 from .session import Session
 from .loopback import LoopbackChannel
 from .metrics import BrokerMetrics
@@ -65,6 +66,10 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = f"/{peer[0]}" if peer else ""
         self.session = Session(self.listener, peer[0] if peer else "")
+        if self.listener.tls:
+            subject = tls.principal_name(transport.get_extra_info("peercert"))
+            if subject is not None:
+                self.session.principal = "User:" + subject
 
     def connection_lost(self, exc):
         self.registry.discard(self)
@@ -237,10 +242,14 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         servers.append(await broker.metrics.serve(metrics_socket))
         tasks.append(asyncio.ensure_future(broker.metrics.sample_loop_lag()))
     for listener, sock in bound.items():
-        server = await loop.create_server(
-            lambda listener=listener: KafkaConnection(broker, listener, connections, drop_response), sock=sock
-        )
-        servers.append(server)
+        def connection(listener=listener):
+            return KafkaConnection(broker, listener, connections, drop_response)
+
+        if listener.tls:
+            sock.listen(1024)
+            servers.append(_TlsServer(sock, asyncio.ensure_future(tls.accept(sock, listener.ssl_context, connection))))
+        else:
+            servers.append(await loop.create_server(connection, sock=sock))
         log.info("listening on %s (%s)", listener, listener.security_protocol)
     tasks.append(asyncio.ensure_future(_flush_periodically(broker)))
     tasks.append(asyncio.ensure_future(_expire_producers_periodically(broker)))
@@ -256,6 +265,21 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
             conn.transport.close()
         for server in servers:
             await server.wait_closed()
+
+
+class _TlsServer:
+    """A TLS listener's socket and its accept loop, closed like an asyncio Server."""
+
+    def __init__(self, sock: socket.socket, accepting: asyncio.Future):
+        self.sock = sock
+        self.accepting = accepting
+
+    def close(self) -> None:
+        self.accepting.cancel()
+        self.sock.close()
+
+    async def wait_closed(self) -> None:
+        pass
 
 
 async def _flush_periodically(broker: Broker) -> None:

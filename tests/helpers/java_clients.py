@@ -115,12 +115,20 @@ class JavaClients:
         jars = classpath()
         return cls(compile_classes(jars), jars, log_dir)
 
-    def run(self, bootstrap: str, scenario: str, *args: object, timeout: float = 120) -> list[dict]:
-        """Run one scenario to completion; its JSON lines, which end with {"op": "done"}."""
+    def run(self, bootstrap: str, scenario: str, *args: object, timeout: float = 120,
+            client_config: dict[str, str] | None = None) -> list[dict]:
+        """Run one scenario to completion; its JSON lines, which end with {"op": "done"}.
+
+        ``client_config``: properties every client of the scenario gets (security.protocol, ...)."""
         self.runs += 1
         stderr_path = self.log_dir / f"java-{self.runs:02d}-{scenario}.stderr.log"
         level = os.environ.get("MOLDAU_JAVA_LOG", "WARN")
-        cmd = ["java", *JVM_FLAGS, f"-Dorg.apache.logging.log4j.level={level}",
+        extra = []
+        if client_config:
+            config_path = self.log_dir / f"java-{self.runs:02d}-client.properties"
+            config_path.write_text(_properties(client_config))
+            extra = [f"-Dmoldau.client.config={config_path}"]
+        cmd = ["java", *JVM_FLAGS, f"-Dorg.apache.logging.log4j.level={level}", *extra,
                "-cp", os.pathsep.join(map(str, [self.classes, *self.jars])),
                MAIN_CLASS, bootstrap, scenario, *map(str, args)]
         with open(stderr_path, "w") as err:
@@ -140,6 +148,13 @@ class JavaClients:
         version = lines[0].get("version")
         assert version == KAFKA_CLIENTS_VERSION, f"ran kafka-clients {version}, not {KAFKA_CLIENTS_VERSION}"
         return lines
+
+
+def _properties(values: dict[str, str]) -> str:
+    """A .properties file: backslashes and line breaks escaped as java.util.Properties reads them."""
+    def escape(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("\n", "\\n")
+    return "".join(f"{escape(k)}={escape(str(v))}\n" for k, v in values.items())
 
 
 def _tail(text_or_path, lines: int = 40) -> str:

@@ -501,6 +501,15 @@ public final class ClientConformance {
         props.put("client.id", "moldau-java-conformance");
         props.put("request.timeout.ms", 20_000);
         props.put("default.api.timeout.ms", 30_000);
+        // security and other settings the test gives every client (JavaClients.run's client_config)
+        String extra = System.getProperty("moldau.client.config");
+        if (extra != null) {
+            try (var reader = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(extra))) {
+                props.load(reader);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
         return props;
     }
 

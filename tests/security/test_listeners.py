@@ -4,37 +4,29 @@ security than its protocol promises (issue 17, item 2)."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from conftest import REPO_ROOT, free_port
+from conftest import free_port
+from helpers.startup import error_lines, serve_refused
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def serve_until_exit(tmp_path, *overrides: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    """Run `moldau serve` that is expected to refuse its config; a broker that starts instead is killed
-    at the timeout, and the test fails."""
-    cmd = [sys.executable, "-m", "broker", "serve", "--override", f"log.dirs={tmp_path / 'data'}"]
-    for item in overrides:
-        cmd += ["--override", item]
-    try:
-        return subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"the broker started instead of refusing {overrides}:\n{exc.stderr}")
+def serve_until_exit(tmp_path, *overrides: str):
+    return serve_refused({"log.dirs": tmp_path / "data", **dict(o.split("=", 1) for o in overrides)})
 
 
 def assert_refused(result: subprocess.CompletedProcess, *words: str) -> None:
-    lines = result.stderr.strip().splitlines()
+    lines = error_lines(result)
     assert result.returncode == 2, result.stderr
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     for word in words:
         assert word in lines[0], lines[0]
 
 
-@pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 def test_a_listener_whose_protocol_is_not_implemented_is_refused(tmp_path, protocol):
     port = free_port()
     result = serve_until_exit(tmp_path, f"listeners={protocol}://127.0.0.1:{port}")
@@ -70,3 +62,12 @@ def test_named_plaintext_listeners_serve_clients_with_their_own_advertised_addre
         md = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=20)
         assert [(b.host, b.port) for b in md.brokers.values()] == [("127.0.0.1", port)]
     assert f"listening on REPLICATION://127.0.0.1:{other} (PLAINTEXT)" in broker.log_text()
+
+
+@pytest.mark.parametrize("name, words", [
+    ("listener.name.other.ssl.client.auth", ["OTHER"]),
+    ("listener.name.plaintext.ssl.clinet.auth", ["unknown", "ssl.clinet.auth"]),
+])
+def test_a_per_listener_setting_must_name_a_listener_and_a_setting(tmp_path, name, words):
+    result = serve_until_exit(tmp_path, f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", f"{name}=required")
+    assert_refused(result, name, *words)

@@ -1,0 +1,1 @@
+"""Kafka's security model: TLS listeners, SASL authentication, ACL authorization."""
