@@ -4,6 +4,8 @@ A topic config's value is the one in force: the topic's own (DYNAMIC_TOPIC),
 else the broker setting it defaults to when server.properties sets it
 (STATIC_BROKER), else Kafka's default (DEFAULT). Topic configs can be altered
 (AlterConfigs, IncrementalAlterConfigs); broker configs are read-only.
+
+The resources asked for are a set: one named many times is described once.
 """
 
 from broker.config import SETTINGS
@@ -91,12 +93,21 @@ def _configs(broker, resource) -> tuple[int, str | None, list]:
     return ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported", []
 
 
+def _distinct(resources: list[dict]) -> list[dict]:
+    """Each resource once (with the keys of its first mention): a set, as the admin clients send."""
+    seen = {}
+    for resource in resources:
+        seen.setdefault((resource["resource_type"], resource["resource_name"]), resource)
+    return list(seen.values())
+
+
 def handle(broker, request, header) -> dict:
     results = []
-    for resource in request["resources"]:
+    for resource in _distinct(request["resources"]):
         code, message, entries = _configs(broker, resource)
         keys = resource["configuration_keys"]
         if keys is not None:
+            keys = set(keys)
             entries = [e for e in entries if e["name"] in keys]
         if not request["include_synonyms"]:
             for entry in entries:

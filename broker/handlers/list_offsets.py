@@ -3,7 +3,10 @@
 For read_committed readers (v2+), latest is the last stable offset, and a
 lookup by timestamp or max timestamp answers only an offset below it (else
 -1), as Kafka does: nothing of an open transaction is named to them.
+A partition named more than once is INVALID_REQUEST, each time (Kafka's duplicatePartitions).
 """
+
+from collections import Counter
 
 from broker.errors import ErrorCode
 
@@ -38,6 +41,7 @@ def _lookup(log_, timestamp: int, read_committed: bool) -> tuple[int, int]:
 
 
 def handle(broker, request, header) -> dict:
+    named = Counter((want["name"], p["partition_index"]) for want in request["topics"] for p in want["partitions"])
     topics = []
     for want in request["topics"]:
         name = want["name"]
@@ -45,6 +49,10 @@ def handle(broker, request, header) -> dict:
         for p in want["partitions"]:
             index = p["partition_index"]
             log_ = broker.logs.log(name, index)
+            if named[name, index] > 1:  # as Kafka: every mention of a partition named twice, unlooked-up
+                parts.append({"partition_index": index, "error_code": ErrorCode.INVALID_REQUEST,
+                              "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                continue
             if log_ is None:
                 parts.append({"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               "timestamp": -1, "offset": -1, "leader_epoch": -1})

@@ -161,3 +161,46 @@ def test_too_low_an_open_file_limit_is_explained(limited_broker):
     lines = [line for line in b.log_since_start().splitlines() if line.strip()]
     assert lines[-1].startswith("moldau: the open-file limit is 100 (hard limit 100); the broker needs at least 256"), lines
     assert "Traceback" not in b.log_since_start()
+
+
+# --- finding 5: single requests that stalled the loop for seconds ------------------------------------
+
+INVALID_REQUEST = 42
+
+
+@pytest.mark.timeout(180)
+def test_huge_duplicate_lists_are_sets_or_invalid_requests(start_broker):
+    """Metadata naming a 2,000-partition topic 500 times (5.0 s before), ListOffsets naming one partition
+    100,000 times (6.2 s), DescribeConfigs naming the broker 50,000 times (6.4 s, 657 MB): Kafka answers a
+    set, or INVALID_REQUEST for each duplicate, and the bystander is not held up."""
+    b = start_broker()
+    with wire.WireClient(b.port, timeout=60) as c, Bystander(b.port, "bystander") as bystander:
+        assert create(c, "wide", 2000) == NONE
+        timings = {}
+
+        started = time.monotonic()
+        topics = metadata(c, ["wide"] * 500, auto_create=False)
+        timings["metadata"] = time.monotonic() - started
+        assert [(t["name"], len(t["partitions"])) for t in topics] == [("wide", 2000)]
+
+        started = time.monotonic()
+        r = c.request("ListOffsets", 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "wide", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": 1}] * 100_000}]})
+        timings["list_offsets"] = time.monotonic() - started
+        codes = {p["error_code"] for t in r["topics"] for p in t["partitions"]}
+        assert codes == {INVALID_REQUEST}
+
+        started = time.monotonic()
+        r = c.request("DescribeConfigs", 4, {"resources": [{"resource_type": 4, "resource_name": "1",
+                                                           "configuration_keys": None}] * 50_000,
+                                             "include_synonyms": False, "include_documentation": False})
+        timings["describe_configs"] = time.monotonic() - started
+        assert len(r["results"]) == 1 and r["results"][0]["error_code"] == NONE
+
+        # unique names still answer in full
+        r = c.request("ListOffsets", 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "wide", "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                                            for p in range(3)]}]})
+        assert [(p["error_code"], p["offset"]) for p in r["topics"][0]["partitions"]] == [(NONE, 0)] * 3
+    bystander.check()
+    print(f"timings {timings}; bystander worst {bystander.worst:.3f}s p99 {bystander.p99:.3f}s")
