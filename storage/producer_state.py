@@ -19,6 +19,12 @@ offsets:
 Only batch headers are read, so the check costs the same for a batch of one
 record or of thousands.
 
+A partition remembers at most MAX_PRODUCERS producers: past that, a new one
+makes it forget the least recently used producer without an open transaction
+(which then counts as expired: its next batch is accepted whatever its
+sequence). The producer.id.expiration.ms cleanup bounds the state by time,
+this by count, so a client inventing producer ids cannot grow it without end.
+
 Transactions: a producer's first transactional batch opens its transaction
 in the partition, and the coordinator's commit or abort marker closes it.
 The open ones are kept in the order they began, so the first unstable
@@ -59,6 +65,9 @@ from storage.errors import (
 from storage.files import atomic_write
 
 BATCHES_PER_PRODUCER = 5  # the most requests a client has in flight per partition
+# Producers remembered per partition: a flood of producer ids (one per request, each new) costs a
+# bounded amount of memory and snapshot, the least recently used idle producer being forgotten.
+MAX_PRODUCERS = 10_000
 SEQUENCE_LIMIT = 1 << 31  # sequence numbers wrap from 2**31-1 to 0
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -236,13 +245,23 @@ class ProducerStateManager:
 
     def add_batch(self, hdr: BatchHeader, now_ms: int) -> None:
         """Record one stored data batch of a producer."""
-        entry = self.producers.get(hdr.producer_id)
+        entry = self.producers.pop(hdr.producer_id, None)  # and put back last: most recently used
         if entry is None:
-            entry = self.producers[hdr.producer_id] = ProducerStateEntry(hdr.producer_id, hdr.producer_epoch)
+            entry = self._new_entry(hdr.producer_id, hdr.producer_epoch)
+        self.producers[hdr.producer_id] = entry
         entry.add(hdr, now_ms)
         if hdr.attributes & TRANSACTIONAL_BIT and entry.current_txn_first_offset == NO_TXN_OFFSET:
             entry.current_txn_first_offset = hdr.base_offset
             self.ongoing_txns[hdr.producer_id] = hdr.base_offset
+
+    def _new_entry(self, producer_id: int, producer_epoch: int) -> ProducerStateEntry:
+        """An entry for a producer not seen here; at MAX_PRODUCERS the least recently used producer
+        without an open transaction is forgotten first, as if it had expired."""
+        if len(self.producers) >= MAX_PRODUCERS:
+            idle = next((pid for pid, e in self.producers.items() if e.current_txn_first_offset == NO_TXN_OFFSET), None)
+            if idle is not None:
+                del self.producers[idle]
+        return ProducerStateEntry(producer_id, producer_epoch)
 
     # --- transaction markers ---------------------------------------------------
 
@@ -270,7 +289,7 @@ class ProducerStateManager:
         """
         entry = self.producers.get(producer_id)
         if entry is None:
-            entry = self.producers[producer_id] = ProducerStateEntry(producer_id, producer_epoch)
+            entry = self.producers[producer_id] = self._new_entry(producer_id, producer_epoch)
         entry.update_epoch(producer_epoch)
         entry.coordinator_epoch = coordinator_epoch
         entry.last_append_ms = now_ms

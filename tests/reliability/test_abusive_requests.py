@@ -204,3 +204,55 @@ def test_huge_duplicate_lists_are_sets_or_invalid_requests(start_broker):
         assert [(p["error_code"], p["offset"]) for p in r["topics"][0]["partitions"]] == [(NONE, 0)] * 3
     bystander.check()
     print(f"timings {timings}; bystander worst {bystander.worst:.3f}s p99 {bystander.p99:.3f}s")
+
+
+# --- finding 6: producer-state flood ---------------------------------------------------------------
+
+
+def rss_mib(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def producers_of(c: wire.WireClient, topic: str) -> list[dict]:
+    r = c.request("DescribeProducers", 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+    return r["topics"][0]["partitions"][0]["active_producers"]
+
+
+@pytest.mark.timeout(300)
+def test_a_flood_of_producer_ids_is_bounded_per_partition(start_broker):
+    """Produce requests each carrying a new producer id (the issue's 100,000 batches, now one batch per
+    partition per request): a partition remembers at most 10,000 producers, the least recently used
+    idle one forgotten, in memory and in the snapshot a restart reads. A well-behaved idempotent producer
+    that keeps writing stays remembered."""
+    from protocol.frames import encode_request
+
+    b = start_broker()
+    flood, chunk = 15_000, 500
+    with wire.WireClient(b.port, timeout=60) as c, Bystander(b.port, "bystander") as bystander:
+        assert create(c, "pids") == NONE
+        before = rss_mib(b.pid)
+        for start in range(0, flood, chunk):
+            frames = b"".join(
+                encode_request("Produce", 9, pid, "flood", produce_body(
+                    "pids", build_batch([(None, b"x")], producer_id=pid, producer_epoch=0, base_sequence=0)))
+                for pid in range(start, start + chunk))
+            c.sock.sendall(frames)
+            for _ in range(chunk):
+                wire.recv_frame(c.sock)
+            if start % 5000 == 0:  # the well-behaved producer writes now and then
+                assert produce_code(c, "pids", build_batch([(None, b"good")], producer_id=1_000_000, producer_epoch=0,
+                                                            base_sequence=start // 5000)) == NONE
+        grown = rss_mib(b.pid) - before
+        pids = {p["producer_id"] for p in producers_of(c, "pids")}
+        assert len(pids) == 10_000, len(pids)
+        assert 1_000_000 in pids and flood - 1 in pids and 0 not in pids
+    bystander.check()
+    assert grown < 100, f"the broker grew by {grown:.0f} MiB"
+    print(f"{flood} producer ids: RSS +{grown:.1f} MiB; bystander worst {bystander.worst:.3f}s")
+    assert b.stop() == 0
+    b.start()
+    with wire.WireClient(b.port) as c:
+        assert len(producers_of(c, "pids")) == 10_000

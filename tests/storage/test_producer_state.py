@@ -106,3 +106,20 @@ def test_idle_producers_expire_unless_in_a_transaction(log_dir):
     assert list(state.producers) == [7]
     state.producers[7].current_txn_first_offset = 2
     assert state.remove_expired(now_ms=100_000, expiration_ms=5_000) == 0
+
+
+def test_the_least_recently_used_idle_producer_is_forgotten_past_the_cap(log_dir, monkeypatch):
+    import storage.producer_state as producer_state
+
+    monkeypatch.setattr(producer_state, "MAX_PRODUCERS", 3)
+    log = Log(log_dir, LogConfig())
+    append(log, build_batch([(None, b"t")], producer_id=1, producer_epoch=0, base_sequence=0, transactional=True))
+    for pid in (2, 3):
+        append(log, batch(0, pid=pid))
+    append(log, batch(2, pid=2))  # producer 2 used again: 3 is now the least recently used idle one
+    append(log, batch(0, pid=4))
+    assert list(log.producer_state.producers) == [1, 2, 4], "1 has an open transaction, 3 was idle longest"
+    append(log, batch(0, pid=5))
+    assert list(log.producer_state.producers) == [1, 4, 5]
+    append(log, batch(7, pid=3))  # a forgotten producer counts as expired: any sequence goes
+    log.close()
