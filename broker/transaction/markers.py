@@ -67,11 +67,10 @@ class TransactionMarkerChannelManager:
                 try:
                     response = await self.channel.send(
                         leader, "WriteTxnMarkers", WRITE_TXN_MARKERS_VERSION, {"markers": [marker]})
+                    remaining -= _finished(response, producer_id)
                 except Exception as exc:  # whatever failed, the transaction stays open until its markers land
                     log.warning("WriteTxnMarkers to node %d failed (%s); will retry", leader, exc,
                                 exc_info=not isinstance(exc, OSError))
-                    continue
-                remaining -= _finished(response, producer_id)
             if not remaining:
                 return
             await asyncio.sleep(backoff)
