@@ -83,6 +83,7 @@ class Broker:
         self.transactions.load()  # after the groups: its markers may complete their offsets
 
     def shutdown(self) -> None:
+        self.transactions.log_summary()
         for failure in self.logs.close():
             log.error("shutdown: could not close %s; the next start will recover", failure)
 

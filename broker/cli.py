@@ -14,6 +14,7 @@ from storage.files import lock_directory
 
 from . import descriptors, transactions_command
 from .config import BrokerConfig, ConfigError, describe_settings
+from .log_levels import apply_log_levels, log_levels_problem
 
 log = logging.getLogger("moldau")
 
@@ -31,6 +32,9 @@ def _serve(args) -> int:
     except (ConfigError, OSError) as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2
+    apply_log_levels(config["log.level"])
+    if args.log_level:
+        apply_log_levels(args.log_level)
     for warning in config.warnings():
         log.warning("%s", warning)
     try:
@@ -96,6 +100,13 @@ def _pipeline(argv: list[str]) -> int:
     return pipeline_main(argv)
 
 
+def _log_levels_argument(text: str) -> str:
+    problem = log_levels_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="moldau", description="A Kafka wire-protocol broker.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -109,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("config", nargs="?", help="a server.properties file")
     serve.add_argument("--override", action="append", default=[], metavar="name=value",
                        help="set one config value (repeatable)")
+    serve.add_argument("--log-level", type=_log_levels_argument, metavar="LEVEL[,logger=LEVEL...]",
+                       help="log levels, log4j-style (INFO, or INFO,moldau.server=DEBUG); overrides log.level")
     check = sub.add_parser(
         "verify",
         help="check a workload's topics against its journal",

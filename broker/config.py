@@ -10,6 +10,7 @@ from typing import Callable
 from storage.config import MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES
 
 from .kafka_configs import KAFKA_BROKER_CONFIGS
+from .log_levels import log_levels_problem
 
 
 def _bool(text: str) -> bool:
@@ -51,6 +52,8 @@ SETTINGS: list[Setting] = [
     Setting("log.dirs", str, "", "Data directory (default: log.dir); one directory, JBOD is not supported."),
     Setting("log.dir", str, "./moldau-data", "Data directory when log.dirs is not set."),
     Setting("node.id", int, 1, "This broker's id."),
+    Setting("log.level", str, "INFO", "Log levels, log4j-style: INFO, or INFO,moldau.server=DEBUG.",
+            log_levels_problem),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", at_least(1)),
     Setting("auto.create.topics.enable", _bool, True, "Create unknown topics on Metadata and Produce."),
     Setting("log.segment.bytes", int, 1 << 30, "Roll a segment when it reaches this size.",

@@ -9,11 +9,14 @@ config that is stored is never a config that is ignored.
 
 from __future__ import annotations
 
+import logging
 from typing import Callable, NamedTuple
 
 from broker.errors import ErrorCode
 from storage.config import LOG_CONFIG_NAMES, LONG_MAX, LogConfig
 from storage.errors import InvalidConfig
+
+log = logging.getLogger("moldau.topic_configs")
 
 # DescribeConfigs config types
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
@@ -129,4 +132,5 @@ def alter(broker, resource_type: int, name: str, configs, validate_only: bool) -
         return ErrorCode.INVALID_CONFIG, problem
     if not validate_only:
         broker.logs.alter_topic_configs(name, wanted)
+        log.info("topic %s configs changed from %s to %s", name, dict(topic.configs) or "default", wanted or "default")
     return ErrorCode.NONE, None

@@ -1,11 +1,15 @@
 """CreatePartitions: grow a topic's partition count."""
 
+import logging
+
 from broker.errors import ErrorCode
 
 from .create_topics import MAX_PARTITIONS_PER_REQUEST
 
 API = "CreatePartitions"
 VERSIONS = (0, 3)
+
+log = logging.getLogger("moldau.create_partitions")
 
 
 def _grow(broker, want: dict, validate_only: bool) -> dict:
@@ -18,6 +22,7 @@ def _grow(broker, want: dict, validate_only: bool) -> dict:
                 "error_message": f"topic has {topic.num_partitions} partitions; {count} is not more"}
     if not validate_only:
         broker.logs.add_partitions(name, count)
+        log.info("topic %s grown from %d to %d partitions", name, topic.num_partitions, count)
     return {"name": name, "error_code": 0, "error_message": None}
 
 

@@ -52,6 +52,8 @@ async def _create(broker, want: dict, validate_only: bool) -> dict:
             result.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=f"could not create the topic: {exc}")
         else:
             result.update(topic_id=topic_id, num_partitions=count, replication_factor=1, configs=[])
+            if not validate_only:
+                log.info("created topic %s: %d partitions, configs %s", name, count, configs or "default")
     return result
 
 

@@ -1,7 +1,11 @@
 """DeleteTopics: by name (v0-5) or by name or id (v6+)."""
 
+import logging
+
 from broker.broker import INTERNAL_TOPICS
 from broker.errors import ErrorCode
+
+log = logging.getLogger("moldau.delete_topics")
 
 API = "DeleteTopics"
 VERSIONS = (1, 6)
@@ -16,6 +20,7 @@ def _delete(broker, name, topic_id) -> dict:
         return {"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.INVALID_REQUEST,
                 "error_message": "internal topics cannot be deleted"}
     broker.logs.delete_topic(topic.name)
+    log.info("deleted topic %s (%d partitions)", topic.name, topic.num_partitions)
     return {"name": topic.name, "topic_id": topic.topic_id, "error_code": 0, "error_message": None}
 
 

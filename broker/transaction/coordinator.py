@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from typing import Callable
 
 from broker.errors import ErrorCode
@@ -53,6 +54,7 @@ from .state_manager import TransactionStateManager
 # coordinator epoch; a single broker never changes leaders, so it stays 0.
 COORDINATOR_EPOCH = 0
 COMPLETE_RETRY_S = 1.0
+SUMMARY_INTERVAL_MS = 60_000  # how often committed and aborted transactions are counted in one INFO line
 
 log = logging.getLogger("moldau.transaction")
 
@@ -78,6 +80,7 @@ class TransactionCoordinator:
         self.lso_watch = LastStableOffsetWatch(logs, config["transaction.max.timeout.ms"]
                                                + config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
         self._tasks: set[asyncio.Task] = set()
+        self.completed = Counter()  # True: committed, False: aborted, since the last summary line
 
     def load(self) -> None:
         """Replay __transaction_state; done before the broker accepts connections."""
@@ -96,9 +99,17 @@ class TransactionCoordinator:
                        self._abort_timed_out_transactions)
         self._schedule(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
                        self._remove_expired_transactional_ids)
+        self._schedule(SUMMARY_INTERVAL_MS, self.log_summary)
         # checked as often as timed-out transactions are: a stuck LSO is one that outlived their abort
         self._schedule(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
                        lambda: self.lso_watch.check(now_ms()))
+
+    def log_summary(self) -> None:
+        """One INFO line for the transactions completed since the last one (none: no line)."""
+        if self.completed:
+            log.info("transactions completed since the last summary: %d committed, %d aborted",
+                     self.completed[True], self.completed[False])
+            self.completed.clear()
 
     # ---- InitProducerId -----------------------------------------------------------
 
@@ -231,7 +242,9 @@ class TransactionCoordinator:
                 break
             log.error("could not write the completion of %r (%s); retrying", txn, error.name)
             await asyncio.sleep(COMPLETE_RETRY_S)
-        log.info("%s %r (%d partitions)", "committed" if committed else "aborted", txn, len(partitions))
+        # one line per transaction only at DEBUG: at hundreds a second it would drown the log
+        log.debug("%s %r (%d partitions)", "committed" if committed else "aborted", txn, len(partitions))
+        self.completed[committed] += 1
 
     def _task_done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)

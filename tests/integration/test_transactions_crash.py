@@ -115,7 +115,7 @@ def test_transactions_stay_all_or_nothing_when_the_broker_dies_between_prepare_a
     targets = [f"{t}:{p}" for t, p in tps]
     # 3 markers per transaction: the 5th is the 2nd of the second transaction
     monkeypatch.setenv(KILL_AFTER_MARKERS_ENV, "5")
-    b = start_broker()
+    b = start_broker({"log.level": "INFO,moldau.transaction=DEBUG"})  # one line per completed transaction
     create_topic(b.bootstrap, "crash-a", partitions=2)
     create_topic(b.bootstrap, "crash-b", partitions=1)
     _run_until_the_broker_dies(b, tmp_path, 0, targets)

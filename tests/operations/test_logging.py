@@ -1,0 +1,65 @@
+"""Log levels, log4j-style (--log-level, log.level), and what is logged at INFO."""
+
+import re
+import socket
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
+from helpers.kafka import COMMON, admin
+from helpers.startup import error_lines, serve_refused
+
+
+def committed_transactions(b, n: int) -> None:
+    p = Producer({**COMMON, "bootstrap.servers": b.bootstrap, "transactional.id": "logged-txn"})
+    p.init_transactions(30)
+    for i in range(n):
+        p.begin_transaction()
+        p.produce("logged", b"%d" % i)
+        p.commit_transaction(30)
+
+
+def test_topic_changes_are_logged_at_info_and_transactions_summarised(start_broker):
+    b = start_broker()
+    a = admin(b.bootstrap)
+    a.create_topics([NewTopic("logged", 1, 1, config={"retention.ms": "60000"})])["logged"].result(30)
+    a.create_partitions([NewPartitions("logged", 3)])["logged"].result(30)
+    for done in a.incremental_alter_configs([ConfigResource("topic", "logged", incremental_configs=[
+            ConfigEntry("retention.ms", "120000", incremental_operation=AlterConfigOpType.SET)])]).values():
+        done.result(30)
+    b.wait_for_log(r"topic logged configs changed from \{'retention.ms': '60000'\} to \{'retention.ms': '120000'\}")
+    committed_transactions(b, 3)
+    a.delete_topics(["logged"])["logged"].result(30)
+    b.stop()
+    log = b.log_since_start()
+    assert re.search(r"INFO moldau.create_topics: created topic logged: 1 partitions, configs \{'retention.ms'", log)
+    assert "INFO moldau.create_partitions: topic logged grown from 1 to 3 partitions" in log
+    assert "INFO moldau.delete_topics: deleted topic logged (3 partitions)" in log
+    # per transaction at DEBUG only; the summary at INFO (every minute, and at shutdown)
+    assert "committed <transaction logged-txn" not in log
+    assert "INFO moldau.transaction: transactions completed since the last summary: 3 committed, 0 aborted" in log
+
+
+def test_per_logger_levels(start_broker):
+    b = start_broker({"log.level": "INFO,moldau.transaction=DEBUG,moldau.broker=WARN"})
+    committed_transactions(b, 2)
+    b.wait_for_log(r"DEBUG moldau.transaction: committed <transaction logged-txn")
+    log = b.log_since_start()
+    assert "listening on" in log and "auto-created topic" not in log
+
+
+def test_log_level_option_overrides_the_config(tmp_path):
+    with socket.socket() as taken:  # the broker logs its config warnings, then stops: the port is in use
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        config = {"listeners": f"PLAINTEXT://127.0.0.1:{taken.getsockname()[1]}", "log.dirs": tmp_path,
+                  "log.preallocate": "true", "log.level": "DEBUG"}
+        warned = serve_refused(config)
+        quiet = serve_refused(config, "--log-level", "ERROR")
+    assert warned.returncode == quiet.returncode == 2
+    assert "log.preallocate is a Kafka broker config" in warned.stderr
+    assert "log.preallocate" not in quiet.stderr and "cannot bind" in quiet.stderr
+
+    refused = serve_refused({"log.level": "INFO,moldau=LOUD", "log.dirs": tmp_path})
+    assert refused.returncode == 2 and "log.level: 'LOUD' is not a level" in error_lines(refused)[0]
+    refused = serve_refused({"log.dirs": tmp_path}, "--log-level", "NOISY")
+    assert refused.returncode == 2 and "--log-level: 'NOISY' is not a level" in refused.stderr
