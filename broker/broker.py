@@ -15,6 +15,7 @@ from . import faults
 from .config import BrokerConfig, ConfigError
 from .delayed_fetch import FetchPurgatory
 from .descriptors import Budget
+from .fetch_session import FetchSessionCache
 from .group import GroupCoordinator
 from .log_read import TopicPartition
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
@@ -70,6 +71,7 @@ class Broker:
         self.kill_after_marker = faults.marker_killer()
         self.fetch_purgatory = FetchPurgatory()
         self.metrics = None  # a BrokerMetrics while metrics.port serves Prometheus
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
 
     @property
     def cluster_id(self) -> str:

@@ -17,8 +17,9 @@ import asyncio
 from dataclasses import dataclass
 
 from storage.log import Log
+from storage.log_manager import LogManager
 
-from .log_read import FetchPartition, TopicPartition, fetchable_end
+from .log_read import FetchPartition, TopicPartition, fetchable_end, partition_log
 
 
 @dataclass(slots=True)
@@ -34,17 +35,18 @@ class _Watched:
 
 
 class DelayedFetch:
-    def __init__(self, wanted: dict[TopicPartition, FetchPartition], isolation: int, min_bytes: int, found: int):
+    def __init__(self, logs: LogManager, wanted: dict[TopicPartition, FetchPartition], isolation: int,
+                 min_bytes: int, found: int):
         self.isolation = isolation
         self.min_bytes = min_bytes
         self.accumulated = found  # bytes the last read found, plus appends since
-        self.watched: dict[TopicPartition, _Watched] = {}
+        self.watched: dict[TopicPartition, _Watched] = {}  # by topic name
         for key, want in wanted.items():
-            log_ = want.log
+            log_ = partition_log(logs, key)
             if log_ is not None:
                 active = log_.active_segment
-                self.watched[key] = _Watched(log_, want.partition_max_bytes, fetchable_end(log_, isolation),
-                                             active.base_offset, active.size)
+                self.watched[TopicPartition(log_.topic, log_.partition)] = _Watched(
+                    log_, want.partition_max_bytes, fetchable_end(log_, isolation), active.base_offset, active.size)
         self.completed: asyncio.Future = asyncio.get_running_loop().create_future()
 
     def try_complete(self, key: TopicPartition) -> bool:

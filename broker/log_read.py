@@ -9,34 +9,32 @@ partition with data returns at least one whole batch (KIP-74).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from storage.errors import OffsetOutOfRange
 from storage.log import Log
+from storage.log_manager import LogManager
 
 from .errors import ErrorCode
 
-READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
 
 class TopicPartition(NamedTuple):
-    topic: str  # the name; for a topic id nobody knows, the id as text
+    topic: str | uuid.UUID  # the name, or the topic id in Fetch v13+
     partition: int
 
 
 @dataclass(slots=True)
 class FetchPartition:
-    """One partition of a Fetch (Kafka's FetchRequest.PartitionData), with its log if it has one."""
+    """One partition of a Fetch (Kafka's FetchRequest.PartitionData)."""
 
-    topic_id: object  # uuid.UUID; the zero id for requests that name topics
     fetch_offset: int
     partition_max_bytes: int
     log_start_offset: int = -1
     current_leader_epoch: int = -1
-    log: Log | None = None
-    error: int = ErrorCode.NONE  # UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID when there is no log
 
 
 class PartitionData(NamedTuple):
@@ -55,11 +53,18 @@ def fetchable_end(log_: Log, isolation: int) -> int:
     return log_.last_stable_offset if isolation == READ_COMMITTED else log_.high_watermark
 
 
-def read_partition(want: FetchPartition, isolation: int, max_bytes: int, min_one: bool) -> PartitionData:
+def partition_log(logs: LogManager, key: TopicPartition) -> Log | None:
+    topic = key.topic
+    if isinstance(topic, uuid.UUID):
+        found = logs.topic_by_id(topic)
+        if found is None:
+            return None
+        topic = found.name
+    return logs.log(topic, key.partition)
+
+
+def read_partition(log_: Log, want: FetchPartition, isolation: int, max_bytes: int, min_one: bool) -> PartitionData:
     """Read one partition: whole batches from its fetch offset, at most ``max_bytes`` unless ``min_one``."""
-    log_ = want.log
-    if log_ is None:
-        return PartitionData(want.error)
     records, aborted = b"", None
     read_committed = isolation == READ_COMMITTED
     if read_committed:
@@ -82,17 +87,25 @@ def _with_offsets(error: int, log_: Log, records=b"", aborted=None) -> Partition
 
 
 def read_from_logs(
-    wanted: dict[TopicPartition, FetchPartition], isolation: int, max_bytes: int
+    logs: LogManager, wanted: dict[TopicPartition, FetchPartition], isolation: int, max_bytes: int
 ) -> tuple[dict[TopicPartition, PartitionData], int]:
     """Read every wanted partition in order: (what each returned, total bytes)."""
     budget = max_bytes
     total = 0
     found = {}
     for key, want in wanted.items():
+        log_ = partition_log(logs, key)
+        if log_ is None:
+            found[key] = _UNKNOWN_ID if isinstance(key.topic, uuid.UUID) else _UNKNOWN_TOPIC
+            continue
         # KIP-74: only the first partition with data may exceed the limits, by one batch
-        data = read_partition(want, isolation, min(want.partition_max_bytes, budget), min_one=total == 0)
+        data = read_partition(log_, want, isolation, min(want.partition_max_bytes, budget), min_one=total == 0)
         size = len(data.records)
         budget = max(0, budget - size)
         total += size
         found[key] = data
     return found, total
+
+
+_UNKNOWN_ID = PartitionData(ErrorCode.UNKNOWN_TOPIC_ID)
+_UNKNOWN_TOPIC = PartitionData(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -1,9 +1,9 @@
 """Fetch: hand stored batches back as they lie in the segment files.
 
-Sessionless (KIP-227 session id 0): every response is full, which clients
-accept by starting a new session next time. The request's partitions are a
-map (broker/log_read.py); a fetch that finds less than min_bytes parks in the
-fetch purgatory (broker/delayed_fetch.py) until appends bring enough or
+The request's partitions are a map (broker/log_read.py), read through a fetch
+session context (broker/fetch_session.py: full, incremental or sessionless,
+KIP-227). A fetch that finds less than min_bytes parks in the fetch
+purgatory (broker/delayed_fetch.py) until appends bring enough or
 max_wait_ms passes, and is dropped if its connection closes first.
 
 read_committed fetches get nothing at or past the last stable offset, and
@@ -12,61 +12,72 @@ the aborted transactions among what they get, whose records the client drops.
 
 from __future__ import annotations
 
+import uuid
+
+from broker.broker import now_ms
 from broker.delayed_fetch import DelayedFetch
-from broker.errors import ErrorCode
+from broker.fetch_session import FetchContext, new_context
 from broker.log_read import FetchPartition, PartitionData, TopicPartition, read_from_logs
 
 API = "Fetch"
 VERSIONS = (4, 17)
 
+TOPIC_IDS_SINCE = 13  # v13+ names topics by id
+_NO_TOPIC_ID = uuid.UUID(int=0)
 
-def requested_partitions(broker, request) -> dict[TopicPartition, FetchPartition]:
+
+def requested_partitions(request, uses_topic_ids: bool) -> dict[TopicPartition, FetchPartition]:
     """The request's partitions as a map: one entry per partition, the last one named wins."""
     wanted: dict[TopicPartition, FetchPartition] = {}
-    logs = broker.logs
     for want in request["topics"]:
-        name = want["topic"]
-        topic = logs.topic(name) if name else logs.topic_by_id(want["topic_id"])
-        missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name else ErrorCode.UNKNOWN_TOPIC_ID
-        topic_name = topic.name if topic else name or str(want["topic_id"])
+        topic = want["topic_id"] if uses_topic_ids else want["topic"]
         for p in want["partitions"]:
-            index = p["partition"]
-            log_ = logs.log(topic.name, index) if topic else None
-            wanted[TopicPartition(topic_name, index)] = FetchPartition(
-                want["topic_id"], p["fetch_offset"], p["partition_max_bytes"], p["log_start_offset"],
-                p["current_leader_epoch"], log_, ErrorCode.NONE if log_ else missing)
+            wanted[TopicPartition(topic, p["partition"])] = FetchPartition(
+                p["fetch_offset"], p["partition_max_bytes"], p["log_start_offset"], p["current_leader_epoch"])
     return wanted
 
 
+def forgotten_partitions(request, uses_topic_ids: bool) -> list[TopicPartition]:
+    return [TopicPartition(t["topic_id"] if uses_topic_ids else t["topic"], p)
+            for t in request["forgotten_topics_data"] for p in t["partitions"]]
+
+
 def handle(broker, request, header):
-    if request["session_id"]:
-        return _response(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, {}, {})
-    wanted = requested_partitions(broker, request)
+    uses_topic_ids = header.api_version >= TOPIC_IDS_SINCE
+    context = new_context(
+        broker.fetch_sessions, request["session_id"], request["session_epoch"],
+        requested_partitions(request, uses_topic_ids), forgotten_partitions(request, uses_topic_ids),
+        uses_topic_ids, privileged=request["replica_id"] >= 0, now_ms=now_ms())
+    if context.error:
+        return _response(context, {})
     isolation = request["isolation_level"]
     max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
-    found, total = read_from_logs(wanted, isolation, max_bytes)
+    found, total = read_from_logs(broker.logs, context.partitions, isolation, max_bytes)
     if total >= request["min_bytes"] or request["max_wait_ms"] <= 0:
-        return _response(ErrorCode.NONE, wanted, found)
-    delayed = DelayedFetch(wanted, isolation, request["min_bytes"], total)
+        return _response(context, found)
+    delayed = DelayedFetch(broker.logs, context.partitions, isolation, request["min_bytes"], total)
     if not delayed.watched:
-        return _response(ErrorCode.NONE, wanted, found)
-    return _complete_later(broker, delayed, wanted, max_bytes, request["max_wait_ms"])
+        return _response(context, found)
+    return _complete_later(broker, context, delayed, max_bytes, request["max_wait_ms"])
 
 
-async def _complete_later(broker, delayed, wanted, max_bytes, max_wait_ms):
+async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, max_bytes: int, max_wait_ms: int):
     await broker.fetch_purgatory.park(delayed, max_wait_ms / 1000)
-    found, _ = read_from_logs(wanted, delayed.isolation, max_bytes)
-    return _response(ErrorCode.NONE, wanted, found)
+    found, _ = read_from_logs(broker.logs, context.partitions, delayed.isolation, max_bytes)
+    return _response(context, found)
 
 
-def _response(error: int, wanted: dict[TopicPartition, FetchPartition], found: dict[TopicPartition, PartitionData]):
+def _response(context: FetchContext, found: dict[TopicPartition, PartitionData]) -> dict:
+    session_id, listed = context.respond(found, now_ms())
     responses = []
-    topic = None
-    for key, data in found.items():
-        if topic is None or topic["topic"] != key.topic:  # consecutive partitions of a topic share an entry
-            topic = {"topic": key.topic, "topic_id": wanted[key].topic_id, "partitions": []}
-            responses.append(topic)
-        topic["partitions"].append({
+    last = partitions = None
+    for key, data in listed.items():
+        if key.topic != last:  # consecutive partitions of a topic share an entry
+            last, partitions = key.topic, []
+            by_id = isinstance(key.topic, uuid.UUID)
+            responses.append({"topic": "" if by_id else key.topic, "topic_id": key.topic if by_id else _NO_TOPIC_ID,
+                              "partitions": partitions})
+        partitions.append({
             "partition_index": key.partition,
             "error_code": data.error,
             "high_watermark": data.high_watermark,
@@ -76,4 +87,4 @@ def _response(error: int, wanted: dict[TopicPartition, FetchPartition], found: d
             "preferred_read_replica": -1,
             "records": data.records,
         })
-    return {"throttle_time_ms": 0, "error_code": error, "session_id": 0, "responses": responses}
+    return {"throttle_time_ms": 0, "error_code": context.error, "session_id": session_id, "responses": responses}

@@ -69,6 +69,7 @@ import static org.apache.kafka.common.IsolationLevel.READ_UNCOMMITTED;
  *   consume TOPIC PARTITION ISOLATION TS    assign, seekToBeginning, poll to the end, seek, seekToEnd, offsetsForTimes
  *   transactions TOPIC PARTITION COUNT TXID OUTCOMES   one transaction per outcome (commit,abort,...)
  *   group TOPIC GROUP P=OFFSET[,P=OFFSET]   subscribe, poll, commitSync; a second member resumes there
+ *   follow TOPIC PARTITIONS COUNT           assign partitions 0..PARTITIONS-1, poll until COUNT records came
  * </pre>
  *
  * Results are JSON lines on stdout, one object per observation, each with an "op" field; bytes are
@@ -103,6 +104,7 @@ public final class ClientConformance {
                 case "alterConfigs" -> alterConfigs(bootstrap, a[0]);
                 case "describeConfigs" -> describeConfigs(bootstrap, a[0]);
                 case "deleteRecords" -> deleteRecords(bootstrap, partition(a[0], a[1]), Long.parseLong(a[2]));
+                case "follow" -> follow(bootstrap, a[0], Integer.parseInt(a[1]), Integer.parseInt(a[2]));
                 default -> throw new IllegalArgumentException("unknown scenario " + scenario);
             }
             emit("done");
@@ -335,6 +337,32 @@ public final class ClientConformance {
                 OffsetAndTimestamp found = consumer.offsetsForTimes(query).get(tp);
                 emit("offsetsForTimes", "timestamp", ts, "offset", found == null ? null : found.offset(),
                         "recordTimestamp", found == null ? null : found.timestamp());
+            }
+        }
+    }
+
+    /** Records as they are produced into many partitions: the consumer keeps one fetch session open. */
+    static void follow(String bootstrap, String topic, int partitions, int count) throws Exception {
+        Properties props = consumerProps(bootstrap);
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int p = 0; p < partitions; p++) {
+            tps.add(new TopicPartition(topic, p));
+        }
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            emit("assigned", "partitions", partitions);
+            int seen = 0;
+            long deadline = System.currentTimeMillis() + DEADLINE_MS;
+            while (seen < count) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw new TimeoutException(seen + " of " + count + " records came; positions " + positions(consumer));
+                }
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(POLL)) {
+                    emit("record", record(r));
+                    seen++;
+                }
             }
         }
     }

@@ -35,6 +35,7 @@ from helpers.fetch_requests import abusive_fetches
 from helpers.groups import GROUP_BROKER
 from helpers.kafka import consumer, create_topic, flush, make_messages, produce, produce_one, producer, read_from
 from helpers.mutation import mutate, random_edits
+from helpers.relay import CaptureRelay
 from helpers.reliability import budget, peak_rss_mib, record_result
 from protocol import frames
 
@@ -46,49 +47,6 @@ SECONDS = budget(20, 300, "MOLDAU_CHAOS_FUZZ_SECONDS")
 ANSWER_TIMEOUT = 1.0  # an input neither answered nor closed by then is dropped (a long poll, acks=0)
 WORST_BYSTANDER_LATENCY = 5.0
 LEFT_OUT = {frames.API_KEYS["CreateTopics"], frames.API_KEYS["CreatePartitions"]}
-
-
-class CaptureRelay:
-    """A TCP relay in front of a broker that keeps every request frame clients send through it."""
-
-    def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.upstream_port = 0
-        self.frames: list[bytes] = []
-        self._sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(("127.0.0.1", self.upstream_port))
-            self._sockets += [client, server]
-            threading.Thread(target=self._relay, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._relay, args=(server, client, False), daemon=True).start()
-
-    def _relay(self, source: socket.socket, sink: socket.socket, requests: bool) -> None:
-        pending = bytearray()
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-                if requests:
-                    pending += data
-                    while len(pending) >= 4 and len(pending) >= 4 + (size := struct.unpack_from(">i", pending)[0]):
-                        self.frames.append(bytes(pending[: 4 + size]))
-                        del pending[: 4 + size]
-        except OSError:
-            pass
-        finally:
-            sink.close()
-
-    def close(self) -> None:
-        self.listener.close()
-        for s in self._sockets:
-            s.close()
 
 
 def capture_client_session(start_broker) -> list[bytes]:

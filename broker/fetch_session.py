@@ -1,0 +1,199 @@
+"""Incremental fetch sessions (KIP-227), in the shapes of Kafka's FetchSession and FetchSessionCache.
+
+A FULL fetch (epoch 0) names every partition and, if the cache has room,
+opens a session: the broker remembers the partitions, their fetch offsets and
+what it last told the client. INCREMENTAL fetches (the session's id and next
+epoch) name only partitions that changed or are forgotten, and their
+responses list only partitions with news: records, a moved high watermark or
+log start offset, an error. Epoch -1 (FINAL) closes a session; a FULL fetch
+naming a session closes it and starts anew. Who fetches (a consumer or,
+later, a replica) does not matter to the cache beyond the ``privileged`` flag
+Kafka gives followers.
+
+The cache holds ``max.incremental.fetch.session.cache.slots`` sessions. A new
+one takes the slot of a session unused for two minutes, or else of the least
+valuable session older than two minutes (fewest partitions; clients' before
+followers') if the new one is worth at least as much; followers may also
+evict clients' sessions of any age. Otherwise the client is answered
+sessionless (session id 0) and keeps sending full fetches.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from .errors import ErrorCode
+from .log_read import FetchPartition, PartitionData, TopicPartition
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+EVICTION_MS = 120_000  # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
+
+
+def next_epoch(epoch: int) -> int:
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == 0x7FFFFFFF else epoch + 1
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """A session's partition: what the client asked for last, and what it was last told."""
+
+    request: FetchPartition
+    high_watermark: int = -1
+    log_start_offset: int = -1
+
+    def must_respond(self, data: PartitionData) -> bool:
+        """Whether an incremental response lists this partition; remembers what it tells (Kafka's
+        maybeUpdateResponseData)."""
+        respond = bool(data.records)
+        if self.high_watermark != data.high_watermark:
+            respond = True
+            self.high_watermark = data.high_watermark
+        if self.log_start_offset != data.log_start_offset:
+            respond = True
+            self.log_start_offset = data.log_start_offset
+        if data.error:
+            self.high_watermark = -1  # re-sent once the error is gone
+            respond = True
+        return respond
+
+
+class FetchSession:
+    def __init__(self, session_id: int, privileged: bool, partitions: dict[TopicPartition, CachedPartition],
+                 uses_topic_ids: bool, now_ms: int) -> None:
+        self.id = session_id
+        self.privileged = privileged
+        self.partitions = partitions
+        self.uses_topic_ids = uses_topic_ids
+        self.creation_ms = now_ms
+        self.last_used_ms = now_ms
+        self.epoch = next_epoch(INITIAL_EPOCH)
+
+    def update(self, wanted: dict[TopicPartition, FetchPartition], forgotten: list[TopicPartition]) -> None:
+        """An incremental request's changes: new partitions, new fetch positions, forgotten partitions."""
+        for key, want in wanted.items():
+            cached = self.partitions.get(key)
+            if cached is None:
+                self.partitions[key] = CachedPartition(want)
+            else:
+                cached.request = want
+        for key in forgotten:
+            self.partitions.pop(key, None)
+
+    def eviction_key(self) -> tuple[bool, int, int]:
+        """Less is evicted first (Kafka's EvictableKey)."""
+        return self.privileged, len(self.partitions), self.id
+
+
+class FetchSessionCache:
+    def __init__(self, max_entries: int, eviction_ms: int = EVICTION_MS) -> None:
+        self.max_entries = max_entries
+        self.eviction_ms = eviction_ms
+        self._sessions: OrderedDict[int, FetchSession] = OrderedDict()  # least recently used first
+        self._random = random.Random()
+
+    def get(self, session_id: int) -> FetchSession | None:
+        return self._sessions.get(session_id)
+
+    def remove(self, session_id: int) -> FetchSession | None:
+        return self._sessions.pop(session_id, None)
+
+    def touch(self, session: FetchSession, now_ms: int) -> None:
+        session.last_used_ms = now_ms
+        self._sessions.move_to_end(session.id)
+
+    def maybe_create(self, now_ms: int, privileged: bool, partitions: dict[TopicPartition, CachedPartition],
+                     uses_topic_ids: bool) -> int:
+        """A new session's id, or INVALID_SESSION_ID when there is no slot for it."""
+        if len(self._sessions) >= self.max_entries and not self._try_evict(privileged, len(partitions), now_ms):
+            return INVALID_SESSION_ID
+        session = FetchSession(self._new_id(), privileged, partitions, uses_topic_ids, now_ms)
+        self._sessions[session.id] = session
+        return session.id
+
+    def _try_evict(self, privileged: bool, size: int, now_ms: int) -> bool:
+        if not self._sessions:
+            return False
+        oldest = next(iter(self._sessions.values()))
+        if now_ms - oldest.last_used_ms > self.eviction_ms:  # stale
+            self.remove(oldest.id)
+            return True
+        candidates = [s for s in self._sessions.values()
+                      if now_ms - s.creation_ms > self.eviction_ms or (privileged and not s.privileged)]
+        if not candidates:
+            return False
+        victim = min(candidates, key=FetchSession.eviction_key)
+        if (privileged, size, 0) < victim.eviction_key():
+            return False
+        self.remove(victim.id)
+        return True
+
+    def _new_id(self) -> int:
+        while True:
+            session_id = self._random.randint(1, 0x7FFFFFFF)
+            if session_id not in self._sessions:
+                return session_id
+
+
+class FetchContext:
+    """What one Fetch reads and how its response is shaped (Kafka's Full/Incremental/Sessionless/SessionError
+    fetch contexts)."""
+
+    def __init__(self, partitions: dict[TopicPartition, FetchPartition], error: int = ErrorCode.NONE,
+                 session: FetchSession | None = None, create_in: FetchSessionCache | None = None,
+                 privileged: bool = False, uses_topic_ids: bool = False) -> None:
+        self.partitions = partitions  # to read, in order
+        self.error = error
+        self._session = session  # incremental
+        self._cache = create_in  # full: open a session with the response
+        self._privileged = privileged
+        self._uses_topic_ids = uses_topic_ids
+
+    def respond(self, found: dict[TopicPartition, PartitionData], now_ms: int) -> tuple[int, dict]:
+        """(the response's session id, the partitions it lists)."""
+        session = self._session
+        if session is not None:
+            listed = {}
+            for key, data in found.items():
+                cached = session.partitions[key]
+                if cached.must_respond(data):
+                    listed[key] = data
+                    if data.records:  # to the back: the others get the next response's max_bytes first
+                        del session.partitions[key]
+                        session.partitions[key] = cached
+            return session.id, listed
+        if self._cache is not None:
+            cached = {key: CachedPartition(self.partitions[key], data.high_watermark, data.log_start_offset)
+                      for key, data in found.items()}
+            return self._cache.maybe_create(now_ms, self._privileged, cached, self._uses_topic_ids), found
+        return INVALID_SESSION_ID, found
+
+
+def new_context(cache: FetchSessionCache, session_id: int, epoch: int, wanted: dict[TopicPartition, FetchPartition],
+                forgotten: list[TopicPartition], uses_topic_ids: bool, privileged: bool, now_ms: int) -> FetchContext:
+    """The context of a Fetch with this session id and epoch (Kafka's FetchManager.newContext)."""
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full request closes the session it names
+        if session_id != INVALID_SESSION_ID:
+            cache.remove(session_id)
+        if epoch == FINAL_EPOCH:
+            return FetchContext(wanted)
+        return FetchContext(wanted, create_in=cache, privileged=privileged, uses_topic_ids=uses_topic_ids)
+    session = cache.get(session_id)
+    if session is None:
+        return FetchContext({}, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+    if session.epoch != epoch:
+        return FetchContext({}, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    if session.uses_topic_ids != uses_topic_ids:
+        return FetchContext({}, ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+    session.update(wanted, forgotten)
+    if not session.partitions:
+        cache.remove(session.id)
+        return FetchContext(wanted)
+    cache.touch(session, now_ms)
+    session.epoch = next_epoch(session.epoch)
+    return FetchContext({key: cached.request for key, cached in session.partitions.items()}, session=session)

@@ -1,0 +1,54 @@
+"""The fetch session cache's eviction rules (Kafka's FetchSessionCache), with the clock in the test's hands.
+
+Two minutes of the broker's time cannot pass inside `make test`; these are the rules the broker
+tests (tests/integration/test_fetch_sessions.py) cannot wait for.
+"""
+
+from __future__ import annotations
+
+from broker.fetch_session import EVICTION_MS, INVALID_SESSION_ID, CachedPartition, FetchSessionCache, next_epoch
+from broker.log_read import FetchPartition, TopicPartition
+
+
+def partitions(n: int) -> dict:
+    return {TopicPartition("t", p): CachedPartition(FetchPartition(0, 1024)) for p in range(n)}
+
+
+def test_a_full_cache_takes_no_young_session_from_a_client():
+    cache = FetchSessionCache(2)
+    assert cache.maybe_create(0, False, partitions(1), False) != INVALID_SESSION_ID
+    assert cache.maybe_create(0, False, partitions(1), False) != INVALID_SESSION_ID
+    assert cache.maybe_create(EVICTION_MS, False, partitions(100), False) == INVALID_SESSION_ID
+
+
+def test_a_stale_session_is_evicted_first():
+    cache = FetchSessionCache(2)
+    stale = cache.maybe_create(0, False, partitions(100), False)
+    used = cache.maybe_create(0, False, partitions(1), False)
+    cache.touch(cache.get(used), EVICTION_MS)
+    new = cache.maybe_create(EVICTION_MS + 1, False, partitions(1), False)
+    assert new != INVALID_SESSION_ID and cache.get(stale) is None and cache.get(used) is not None
+
+
+def test_an_old_session_gives_way_only_to_a_more_valuable_one():
+    cache = FetchSessionCache(2)
+    small = cache.maybe_create(0, False, partitions(5), False)
+    big = cache.maybe_create(0, False, partitions(50), False)
+    now = EVICTION_MS + 1
+    for session_id in (small, big):
+        cache.touch(cache.get(session_id), now)  # in use, so not stale, but older than two minutes
+    assert cache.maybe_create(now, False, partitions(5), False) == INVALID_SESSION_ID, "no more valuable"
+    third = cache.maybe_create(now, False, partitions(6), False)
+    assert third != INVALID_SESSION_ID and cache.get(small) is None and cache.get(big) is not None
+
+
+def test_a_follower_may_evict_a_young_client_session():
+    cache = FetchSessionCache(1)
+    client = cache.maybe_create(0, False, partitions(500), False)
+    assert cache.maybe_create(1, True, partitions(1), False) != INVALID_SESSION_ID
+    assert cache.get(client) is None
+    assert cache.maybe_create(2, True, partitions(1000), False) == INVALID_SESSION_ID, "young followers stay"
+
+
+def test_epochs_wrap_to_one_and_final_stays_final():
+    assert next_epoch(0) == 1 and next_epoch(0x7FFFFFFF) == 1 and next_epoch(-1) == -1
