@@ -2,7 +2,8 @@
 
 Random transactional, idempotent and plain writers (raw requests, one at a
 time) on a few partitions with tiny segments: transactions over random
-partition sets, commits, aborts, a new incarnation fencing an open
+partition sets, offsets sent to transactions (and plain offset commits of
+the same group), commits, aborts, a new incarnation fencing an open
 transaction, zombie writes and EndTxns of fenced epochs, idempotent retries
 and epoch bumps, the hostile writes of issue 15, and kill -9 restarts --
 some right after an EndTxn, before its markers are out. The model keeps each
@@ -16,7 +17,11 @@ the model's batch for batch; and for every start offset, one read_committed
 fetch of a random size returns no batch at or past the LSO, exactly the
 aborted transactions the model has in the range it returned, and, filtered
 as a Kafka consumer filters, exactly the committed and plain records of that
-range. A full chain of fetches from the log start reaches the LSO.
+range. A full chain of fetches from the log start reaches the LSO. The
+group's offsets, fetched for all partitions and for named ones, with and
+without require_stable, in OffsetFetch v7 and v8, are the model's: pending
+ones UNSTABLE_OFFSET_COMMIT, a committed transaction's counting unless a
+later commit has.
 
 MOLDAU_CHAOS_MODEL_STEPS sets the number of operations (400 in `make test`,
 4000 in `make chaos`); MOLDAU_CHAOS_SEED replays a run.
@@ -37,6 +42,7 @@ from helpers.txn_wire import (
     NONE,
     READ_COMMITTED,
     READ_UNCOMMITTED,
+    UNSTABLE_OFFSET_COMMIT,
     create_topic,
     end_txn,
     init_producer_id,
@@ -50,6 +56,7 @@ from protocol.records import CONTROL_COMMIT, build_batch, iter_records, read_con
 STEPS = budget(400, 4000, "MOLDAU_CHAOS_MODEL_STEPS")
 CHECK_EVERY = budget(60, 250)  # steps between full checks (and one at the end)
 TOPIC = "model"
+GROUP = "model-group"
 PARTITIONS = 3
 SEGMENT_BYTES = 400  # a few batches per segment: rolls, snapshots and transaction indexes everywhere
 TXN_TIMEOUT_MS = 3_600_000  # no coordinator timeout during the run: every abort is one the test makes
@@ -89,6 +96,10 @@ class Model:
         self.partitions = [Partition() for _ in range(PARTITIONS)]
         self.committed: set[int] = set()  # transaction instances that committed
         self._instances = 0
+        # the group's offsets: partition -> (offset, order of the commit's record in __consumer_offsets)
+        self.offsets: dict[int, tuple[int, int]] = {}
+        self.pending_offsets: dict[int, dict[int, tuple[int, int]]] = {}  # producer id -> staged offsets
+        self.commits = 0
 
     def new_instance(self) -> int:
         self._instances += 1
@@ -116,6 +127,26 @@ class Model:
         else:
             p.aborted.append((producer_id, first, offset))
 
+    def commit_offsets(self, offsets: dict[int, int], producer_id: int | None = None) -> None:
+        """An offset commit (staged for ``producer_id``'s transaction if given)."""
+        self.commits += 1
+        target = self.offsets if producer_id is None else self.pending_offsets.setdefault(producer_id, {})
+        target.update((p, (offset, self.commits)) for p, offset in offsets.items())
+
+    def end_offsets(self, producer_id: int, committed: bool) -> None:
+        """The transaction's marker in __consumer_offsets: a staged offset counts unless a later commit has."""
+        for p, staged in self.pending_offsets.pop(producer_id, {}).items():
+            if committed and staged[1] > self.offsets.get(p, (-1, 0))[1]:
+                self.offsets[p] = staged
+
+    def offset_fetch(self, require_stable: bool, partitions: list[int] | None) -> dict[int, tuple[int, int]]:
+        """(error, offset) per partition as OffsetFetch answers; ``partitions`` None: all of the group's."""
+        pending = {p for staged in self.pending_offsets.values() for p in staged} if require_stable else set()
+        if partitions is None:
+            partitions = sorted(self.offsets.keys() | pending)
+        return {p: (UNSTABLE_OFFSET_COMMIT, -1) if p in pending else (NONE, self.offsets.get(p, (-1, 0))[0])
+                for p in partitions}
+
     def visible(self, partition: int, start: int, end: int) -> list[bytes]:
         """What a read_committed consumer gets of offsets [start, end)."""
         return [value for b in self.partitions[partition].batches if not b.control
@@ -129,6 +160,7 @@ class TxnProducer:
     producer_id: int = -1
     epoch: int = -1
     partitions: set[int] = field(default_factory=set)
+    offsets_added: bool = False  # the group's offsets partition is in the open transaction
     instance: int = NO_TXN
     seq: dict[int, int] = field(default_factory=dict)
     fenced_epoch: int | None = None  # an epoch of this id's that a new incarnation fenced: a zombie's
@@ -136,6 +168,10 @@ class TxnProducer:
     @property
     def ident(self) -> tuple[str, int, int]:
         return self.transactional_id, self.producer_id, self.epoch
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self.partitions) or self.offsets_added
 
 
 @dataclass
@@ -173,12 +209,14 @@ class Run:
             assert time.monotonic() < deadline, f"{t.transactional_id} stays in CONCURRENT_TRANSACTIONS"
             time.sleep(0.02)
         assert code == NONE, f"InitProducerId {t.transactional_id}: {code}"
-        if t.partitions:  # the coordinator aborted the open transaction: its markers are in
+        if t.in_transaction:  # the coordinator aborted the open transaction: its markers are in
             self.learn_markers(t.producer_id, t.partitions, committed=False)
+            self.model.end_offsets(t.producer_id, committed=False)
             self.stats["fenced"] += 1
         if t.producer_id >= 0:
             t.fenced_epoch = t.epoch
         t.producer_id, t.epoch, t.partitions, t.instance, t.seq = pid, epoch, set(), NO_TXN, {}
+        t.offsets_added = False
 
     def add_partitions(self, t: TxnProducer) -> None:
         wanted = set(self.rng.sample(range(PARTITIONS), self.rng.randint(1, PARTITIONS)))
@@ -192,6 +230,36 @@ class Run:
         if t.instance == NO_TXN:
             t.instance = self.model.new_instance()
         t.partitions |= wanted
+
+    def txn_offsets(self, t: TxnProducer) -> None:
+        """send_offsets_to_transaction: AddOffsetsToTxn once, then TxnOffsetCommit of random offsets."""
+        if not t.offsets_added:
+            assert self.client.request("AddOffsetsToTxn", 3, {
+                "transactional_id": t.transactional_id, "producer_id": t.producer_id, "producer_epoch": t.epoch,
+                "group_id": GROUP})["error_code"] == NONE
+            t.offsets_added = True
+            if t.instance == NO_TXN:
+                t.instance = self.model.new_instance()
+        offsets = {p: self.rng.randrange(1000) for p in self.rng.sample(range(PARTITIONS), self.rng.randint(1, 2))}
+        r = self.client.request("TxnOffsetCommit", 3, {
+            "transactional_id": t.transactional_id, "group_id": GROUP, "producer_id": t.producer_id,
+            "producer_epoch": t.epoch, "generation_id": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": TOPIC, "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": ""}
+                for p, o in offsets.items()]}]})
+        assert {p["error_code"] for p in r["topics"][0]["partitions"]} == {NONE}, r
+        self.model.commit_offsets(offsets, t.producer_id)
+
+    def plain_offsets(self) -> None:
+        """A plain OffsetCommit of the same group (a consumer outside any transaction)."""
+        offsets = {p: self.rng.randrange(1000) for p in self.rng.sample(range(PARTITIONS), self.rng.randint(1, 2))}
+        r = self.client.request("OffsetCommit", 8, {
+            "group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": TOPIC, "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": ""}
+                for p, o in offsets.items()]}]})
+        assert {p["error_code"] for p in r["topics"][0]["partitions"]} == {NONE}, r
+        self.model.commit_offsets(offsets)
 
     def txn_write(self, t: TxnProducer) -> None:
         partition = self.rng.choice(sorted(t.partitions))
@@ -210,8 +278,9 @@ class Run:
         state = "CompleteCommit" if committed else "CompleteAbort"
         wait_for(lambda: self.describe(t.transactional_id) == state, f"{t.transactional_id} reaching {state}")
         self.learn_markers(t.producer_id, t.partitions, committed)
+        self.model.end_offsets(t.producer_id, committed)
         self.stats["commits" if committed else "aborts"] += 1
-        t.partitions, t.instance = set(), NO_TXN
+        t.partitions, t.offsets_added, t.instance = set(), False, NO_TXN
 
     def zombie(self, t: TxnProducer) -> None:
         """The fenced incarnation writes and ends its transaction: both refused, nothing stored."""
@@ -334,8 +403,14 @@ class Run:
             offset = batches[-1][0].last_offset + 1
 
     def check(self) -> None:
-        """Every partition against the model, from every start offset."""
+        """Every partition against the model, from every start offset; the group's offsets in every form."""
         self.stats["checks"] += 1
+        for require_stable in (False, True):
+            for version in (7, 8):
+                for partitions in (None, list(range(PARTITIONS))):
+                    got = self.offset_fetch(version, require_stable, partitions)
+                    assert got == self.model.offset_fetch(require_stable, partitions), \
+                        f"OffsetFetch v{version} require_stable={require_stable} partitions={partitions}"
         for partition, p in enumerate(self.model.partitions):
             stored = [(h.base_offset, h.last_offset, h.producer_id, h.is_control)
                       for h, _, _ in self.read_batches(partition, 0, READ_UNCOMMITTED)]
@@ -352,6 +427,23 @@ class Run:
                 got += values
                 offset = end
             assert got == self.model.visible(partition, 0, p.lso), f"partition {partition}: read from the start"
+
+    def offset_fetch(self, version: int, require_stable: bool, partitions: list[int] | None
+                     ) -> dict[int, tuple[int, int]]:
+        topics = None if partitions is None else [{"name": TOPIC, "partition_indexes": partitions}]
+        if version >= 8:
+            r = self.client.request("OffsetFetch", version, {"groups": [{"group_id": GROUP, "topics": topics}],
+                                                             "require_stable": require_stable})
+            (group,) = r["groups"]
+            assert group["error_code"] == NONE
+            found = group["topics"]
+        else:
+            r = self.client.request("OffsetFetch", version, {"group_id": GROUP, "topics": topics,
+                                                             "require_stable": require_stable})
+            assert r["error_code"] == NONE
+            found = r["topics"]
+        return {p["partition_index"]: (p["error_code"], p["committed_offset"])
+                for t in found if t["name"] == TOPIC for p in t["partitions"]}
 
     def check_fetch(self, partition: int, p: Partition, start: int, max_bytes: int) -> None:
         part = self.fetch(partition, start, max_bytes, READ_COMMITTED)
@@ -380,9 +472,11 @@ class Run:
                 self.add_partitions(t)
             else:
                 self.txn_write(t)
-        elif roll < 0.52 and t.partitions:
+        elif roll < 0.45:
+            self.txn_offsets(t) if self.rng.random() < 0.8 else self.plain_offsets()
+        elif roll < 0.54 and t.in_transaction:
             self.end(t, committed=self.rng.random() < 0.6, kill=self.rng.random() < 0.1)
-        elif roll < 0.72:
+        elif roll < 0.73:
             self.idempotent_write()
         elif roll < 0.85:
             self.plain_write()
@@ -427,7 +521,7 @@ def test_read_committed_agrees_with_the_model(start_broker):
             if step % CHECK_EVERY == CHECK_EVERY - 1:
                 run.check()
         for t in run.txns:  # end what is open, so the last check reads to the end
-            if t.partitions:
+            if t.in_transaction:
                 run.end(t, committed=rng.random() < 0.5, kill=False)
         run.check()
     finally:
