@@ -66,6 +66,8 @@ class Cluster:
         self._sockets: dict[object, socket.socket] = {}
         self._correlation_id = 0
         host, _, port = bootstrap.rpartition(":")
+        if not port.isdigit():
+            raise CommandError(f"--bootstrap-server {bootstrap!r} is not host:port")
         self._bootstrap = (host or "127.0.0.1", int(port))
         metadata = self.send(None, "Metadata", {"topics": None, "allow_auto_topic_creation": False,
                                                 "include_cluster_authorized_operations": False,
@@ -88,7 +90,7 @@ class Cluster:
             sock.sendall(encode_request(api, version, self._correlation_id, CLIENT_ID, body))
             (size,) = struct.unpack(">i", _recv(sock, 4))
             correlation_id, response = decode_response(api, version, memoryview(_recv(sock, size)))
-        except OSError as exc:
+        except (OSError, ValueError, struct.error) as exc:  # unreachable, or not a Kafka broker's answer
             raise CommandError(f"{api} to {address[0]}:{address[1]}: {exc}") from None
         if correlation_id != self._correlation_id:
             raise CommandError(f"{api}: the answer is to request {correlation_id}, not {self._correlation_id}")
@@ -267,7 +269,7 @@ def run(args) -> int:
                      "and --coordinator-epoch")
     try:
         cluster = Cluster(args.bootstrap_server, args.timeout)
-    except (CommandError, ValueError) as exc:
+    except CommandError as exc:
         return _fail(str(exc))
     try:
         if args.action == "find-hanging":

@@ -108,3 +108,8 @@ def test_a_hand_made_hanging_transaction_is_found_logged_and_aborted(start_broke
         assert again.returncode == 0 and again.stdout.splitlines()[1:] == []
 
         assert read_committed_values(c, "wedged") == [b"before", b"live"]
+
+    for bootstrap in ("127.0.0.1:1", "no-port"):  # one line and exit code 1, no traceback
+        failed = subprocess.run([sys.executable, "-m", "broker", "transactions", "--bootstrap-server", bootstrap,
+                                 "find-hanging"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+        assert failed.returncode == 1 and len(failed.stderr.splitlines()) == 1, failed
