@@ -1,7 +1,8 @@
 """Produce: validate each partition's batch and append it as it came.
 
 Each partition's records hold exactly one batch (Kafka's rule from Produce v3
-on: no client sends more, and every check below is per batch). A transactional batch is taken only for a partition of the producer's open
+on: no client sends more, and every check below is per batch). A
+transactional batch is taken only for a partition of the producer's open
 transaction: the transaction coordinator is asked first (KIP-890), so that
 nothing is written where no marker would follow.
 """

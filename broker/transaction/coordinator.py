@@ -14,8 +14,9 @@ Loop timers do the housekeeping: transactions open longer than their
 timeout are aborted with the epoch bumped (so the zombie producer is
 fenced), ids idle for transactional.id.expiration.ms are removed with a
 tombstone, and partitions whose last stable offset is stuck for longer than
-any transaction may last are logged (LastStableOffsetWatch). After a restart, a transaction found in PrepareCommit or
-PrepareAbort has its markers sent again.
+any transaction may last are logged (LastStableOffsetWatch). After a
+restart, a transaction found in PrepareCommit or PrepareAbort has its
+markers sent again.
 """
 
 from __future__ import annotations
