@@ -9,6 +9,7 @@ import time
 from storage.config import LogConfig, parse_cleanup_policy
 from storage.catalog import TopicMetadata
 from storage.errors import InvalidTopic, TopicExists
+from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 
 from . import faults
@@ -64,6 +65,7 @@ class Broker:
         self.host, self.port = config.advertised()
         self.logs = LogManager(config.log_dir, broker_log_config(config), node_id=self.node_id)
         self.producer_ids = ProducerIdManager(config.log_dir / PRODUCER_ID_FILE)
+        self.cleaner = LogCleaner(self.logs, config["log.cleaner.io.max.bytes.per.second"])
         self.groups = GroupCoordinator(self.logs, config, self.notify_append)
         self.transactions = TransactionCoordinator(
             self.logs, config, self.producer_ids, self.partition_leader, self.notify_append

@@ -15,12 +15,13 @@ from storage.log_manager import LogManager
 log = logging.getLogger("moldau.broker")
 
 
-def open_internal_topic(logs: LogManager, name: str, num_partitions: int) -> TopicMetadata:
+def open_internal_topic(logs: LogManager, name: str, num_partitions: int, segment_bytes: int) -> TopicMetadata:
     """The topic, created compacted with ``num_partitions`` if missing. An existing one keeps
-    its partition count: keys must stay in the partitions their records are in."""
+    its partition count: keys must stay in the partitions their records are in. Compaction
+    keeps what a restart replays to the live keys."""
     topic = logs.topic(name)
     if topic is None:
-        topic = logs.create_topic(name, num_partitions, {"cleanup.policy": "compact"})
+        topic = logs.create_topic(name, num_partitions, {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)})
         log.info("created %s with %d partitions", name, topic.num_partitions)
     return topic
 

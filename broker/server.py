@@ -15,9 +15,12 @@ import logging
 import socket
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 from protocol import codec
 from protocol.frames import FrameDecoder, FrameError, decode_request_header, response_chunks
+from protocol.records import CorruptRecord
+from storage.cleaner import CleaningStopped
 
 from . import faults
 from .broker import Broker, now_ms
@@ -254,6 +257,8 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
     tasks.append(asyncio.ensure_future(_flush_periodically(broker)))
     tasks.append(asyncio.ensure_future(_expire_producers_periodically(broker)))
     tasks.append(asyncio.ensure_future(_apply_retention_periodically(broker)))
+    if broker.config["log.cleaner.enable"]:
+        tasks.append(asyncio.ensure_future(_clean_logs(broker)))
     try:
         await stop.wait()
     finally:
@@ -311,3 +316,41 @@ async def _apply_retention_periodically(broker: Broker) -> None:
             broker.delete_old_segments(now_ms())
         except OSError as exc:
             log.error("retention failed: %s; retrying at the next check", exc)
+
+
+async def _clean_logs(broker: Broker) -> None:
+    """The log cleaner: log.cleaner.threads threads, each cleaning the log most in need, off the event loop."""
+    threads = broker.config["log.cleaner.threads"]
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="log-cleaner")
+    try:
+        await asyncio.gather(*(_clean_one_at_a_time(broker, pool) for _ in range(threads)))
+    finally:
+        broker.cleaner.stopped.set()  # a pass under way stops at its next read or write
+        pool.shutdown(wait=False)
+
+
+async def _clean_one_at_a_time(broker: Broker, pool: ThreadPoolExecutor) -> None:
+    loop = asyncio.get_running_loop()
+    backoff = broker.config["log.cleaner.backoff.ms"] / 1000
+    while True:
+        plan = broker.cleaner.choose(now_ms())
+        if plan is None:
+            await asyncio.sleep(backoff)
+            continue
+        (topic, partition), started = plan.key, loop.time()
+        log.info("cleaning %s-%d below offset %d (dirty from %d): %d segment(s)",
+                 topic, partition, plan.end, plan.first_dirty, len(plan.sources))
+        try:
+            await loop.run_in_executor(pool, broker.cleaner.clean, plan)
+            swapped = broker.cleaner.swap(plan)
+        except (asyncio.CancelledError, CleaningStopped):
+            broker.cleaner.discard(plan)
+            raise
+        except (OSError, CorruptRecord) as exc:
+            broker.cleaner.discard(plan)
+            log.error("cleaning %s-%d failed: %s; its segments stay as they were", topic, partition, exc)
+            await asyncio.sleep(backoff)
+            continue
+        log.info("cleaned %s-%d below offset %d: %d segment(s) rewritten, %d record(s) removed, "
+                 "%.1f MB read, %.1f MB written in %.1f s", topic, partition, plan.end, swapped,
+                 plan.records_removed, plan.bytes_read / 1e6, plan.bytes_written / 1e6, loop.time() - started)

@@ -292,14 +292,51 @@ def read_control_marker(batch, pos: int = 0) -> ControlMarker:
 def iter_records(batch, pos: int = 0) -> Iterator[Record]:
     """Decode the records of one batch (internal topics, timestamp lookups, tests)."""
     hdr = read_header(batch, pos)
+    for record, _, _ in _records_with_spans(hdr, _body(batch, pos, hdr)):
+        yield record
+
+
+def _body(batch, pos: int, hdr: BatchHeader):
+    """The records of a batch as one (uncompressed) buffer."""
     body = memoryview(batch)[pos + HEADER_SIZE : pos + hdr.size]
     if hdr.compression:
         from .compression import decompress  # imports records; only record-level reads need it
 
         body = decompress(hdr.compression, body)
+    return body
+
+
+def filter_batch(batch: bytes, keep, keep_empty: bool = False) -> bytes | None:
+    """The batch with only the records ``keep(record)`` accepts (the log cleaner).
+
+    All kept: the same bytes. Some dropped: an uncompressed batch of the kept
+    records' bytes, with the same base offset, last offset delta, timestamps
+    and producer fields, so no offset or sequence changes. All dropped: None,
+    or with ``keep_empty`` a batch without records (a producer's last batch,
+    which its state is rebuilt from).
+    """
+    hdr = read_header(batch)
+    body = _body(batch, 0, hdr)
+    kept = [body[start:end] for record, start, end in _records_with_spans(hdr, body) if keep(record)]
+    if len(kept) == hdr.records_count:
+        return batch
+    if not kept and not keep_empty:
+        return None
+    tail = bytearray(batch[_CRC_START:HEADER_SIZE])
+    struct.pack_into(">h", tail, 0, hdr.attributes & ~COMPRESSION_MASK)
+    struct.pack_into(">i", tail, len(tail) - 4, len(kept))
+    for record in kept:
+        tail += record
+    head = struct.pack(">qiibI", hdr.base_offset, len(tail) + 9, hdr.leader_epoch, hdr.magic, crc32c(tail))
+    return head + bytes(tail)
+
+
+def _records_with_spans(hdr: BatchHeader, body) -> Iterator[tuple[Record, int, int]]:
+    """Each record with where its bytes (length prefix included) start and end in ``body``."""
     p = 0
     end = len(body)
     for _ in range(hdr.records_count):
+        start = p
         length, p = read_varint(body, p)
         rec_end = p + length
         if rec_end > end or length < 0:
@@ -315,7 +352,7 @@ def iter_records(batch, pos: int = 0) -> Iterator[Record]:
             hk, p = _read_bytes(body, p)
             hv, p = _read_bytes(body, p)
             headers.append(((hk or b"").decode(), hv))
-        yield Record(hdr.base_offset + off_delta, hdr.base_timestamp + ts_delta, key, value, headers)
+        yield Record(hdr.base_offset + off_delta, hdr.base_timestamp + ts_delta, key, value, headers), start, rec_end
         p = rec_end
 
 

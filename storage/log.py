@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -32,6 +33,9 @@ from storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, Truncation
 from storage.txn_index import AbortedTxn
 
 PARTITION_METADATA = "partition.metadata"
+# the log cleaner writes <base>.log.cleaned, renames it <base>.log.swap (the commit point), then <base>.log
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 DELETE_SUFFIX = "-delete"
 # Offsets inside a segment are stored relative to its base offset in 32 bits.
 MAX_RELATIVE_OFFSET = 0xFFFFFFFF
@@ -144,6 +148,13 @@ class Log:
     def _load_segments(self, needs_recovery: bool, now_ms: int) -> None:
         for leftover in self.directory.glob("*" + DELETED_SUFFIX):
             leftover.unlink()  # removed by retention; the crash came before file.delete.delay.ms ran out
+        for cleaned in self.directory.glob("*" + LOG_SUFFIX + CLEANED_SUFFIX):
+            cleaned.unlink()
+            self.repairs.append(f"discarded the unfinished cleaning of {cleaned.name[:-len(CLEANED_SUFFIX)]}; "
+                                "the segment stays as it was")
+        for swap in self.directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX):
+            self._complete_swap(swap)
+            self.repairs.append(f"completed the swap of the cleaned {swap.name[:-len(SWAP_SUFFIX)]}")
         bases = sorted(int(p.name[:20]) for p in self.directory.iterdir() if _SEGMENT_FILE.fullmatch(p.name))
         if not bases:
             self._segments.append(self._new_segment(0, now_ms))
@@ -450,6 +461,36 @@ class Log:
             return True
 
         return self._deletable(fits)
+
+    # --- cleaning ----------------------------------------------------------
+
+    def replace_segment(self, segment: LogSegment, size: int, cleaned: Path) -> bool:
+        """Make the log cleaner's ``cleaned`` file (fsynced) the segment; False if the segment
+        is no longer the one that was cleaned (retention or truncation came first)."""
+        try:
+            i = next(i for i, s in enumerate(self._segments[:-1]) if s is segment)
+        except StopIteration:
+            return False
+        if segment.size != size:
+            return False
+        swap = segment.log_path.with_name(segment.log_path.name + SWAP_SUFFIX)
+        cleaned.rename(swap)
+        fsync_dir(self.directory)  # the commit point: a crash from here on completes the swap
+        segment.close()
+        self._complete_swap(swap)
+        cleaned_segment = LogSegment(self.directory, segment.base_offset, self.config.index_interval_bytes, _now_ms())
+        cleaned_segment.rebuild_indexes()
+        cleaned_segment.txn_index.load()
+        self._segments[i] = cleaned_segment
+        return True
+
+    def _complete_swap(self, swap: Path) -> None:
+        """Replace a segment by its cleaned ``.swap`` file; its indexes are derived again."""
+        log_path = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
+        for suffix in (".index", ".timeindex"):
+            log_path.with_suffix(suffix).unlink(missing_ok=True)
+        os.replace(swap, log_path)
+        fsync_dir(self.directory)
 
     # --- reading -----------------------------------------------------------
 

@@ -35,6 +35,7 @@ from storage.log import DELETE_SUFFIX, Log, bytes_to_recover, parse_partition_di
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 CATALOG_FILE = "topics.json"
 # Partitions created between two yields of create_topic_steps: the caller's loop serves others in between.
 CREATE_STEP = 16
@@ -65,6 +66,8 @@ class LogManager:
         self._checkpointed: dict[TopicPartition, int] = {}
         self._creating: set[str] = set()  # topics whose logs are being made (create_topic_steps)
         self._checkpointed_starts: dict[TopicPartition, int] = {}
+        # where each compacted log's dirty part begins (the log cleaner's progress)
+        self.first_dirty_offsets: dict[TopicPartition, int] = {}
 
     # --- loading -----------------------------------------------------------
 
@@ -80,6 +83,8 @@ class LogManager:
         repairs: list[str] = []
         recovery_points = {} if clean else self._read_checkpoint(RECOVERY_POINT_CHECKPOINT, repairs)
         log_starts = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT, repairs)
+        # lost, everything is dirty again: cleaning twice removes nothing more
+        self.first_dirty_offsets = self._read_checkpoint(CLEANER_CHECKPOINT, repairs)
         self._set_topics(load_catalog(self.log_dir / CATALOG_FILE))
         self._compact_catalog()
         directories = [child for child in sorted(self.log_dir.iterdir()) if child.is_dir()]
@@ -231,6 +236,10 @@ class LogManager:
             if log is not None:
                 log.delete()
         self._write_log_starts()  # a topic created again under this name must not inherit them
+        dirty = {key: offset for key, offset in self.first_dirty_offsets.items() if key[0] != name}
+        if dirty != self.first_dirty_offsets:
+            self.first_dirty_offsets = dirty
+            write_offset_checkpoint(self.log_dir / CLEANER_CHECKPOINT, dirty)
         return topic
 
     def add_partitions(self, name: str, total: int) -> TopicMetadata:
@@ -330,7 +339,12 @@ class LogManager:
             write_offset_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
             self._checkpointed_starts = starts
 
-    # --- retention ---------------------------------------------------------
+    # --- retention and cleaning ----------------------------------------------
+
+    def cleaned_up_to(self, key: TopicPartition, offset: int) -> None:
+        """The log cleaner cleaned a log below ``offset``: persist it (Kafka's cleaner-offset-checkpoint)."""
+        self.first_dirty_offsets[key] = offset
+        write_offset_checkpoint(self.log_dir / CLEANER_CHECKPOINT, self.first_dirty_offsets)
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """Move a partition's log start offset to ``offset`` and persist it; returns the new log start.

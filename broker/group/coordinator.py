@@ -85,7 +85,8 @@ class GroupCoordinator:
     def load(self) -> None:
         """Replay __consumer_offsets; done before the broker accepts connections."""
         self.groups = self.manager.load()
-        log.info("loaded %d groups from %d partitions of __consumer_offsets", len(self.groups), self.manager.num_partitions)
+        log.info("loaded %d groups from %d partitions of __consumer_offsets (%d records)",
+                 len(self.groups), self.manager.num_partitions, self.manager.records_loaded)
 
     def start(self) -> None:
         """Arm the loaded members' session timers and the offset retention check (on the running loop)."""

@@ -42,6 +42,7 @@ class GroupMetadataManager:
         self.config = config
         self.notify_append = notify_append
         self.num_partitions = config["offsets.topic.num.partitions"]
+        self.records_loaded = 0  # replayed by the last load: bounded by the live keys once compacted
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -50,13 +51,20 @@ class GroupMetadataManager:
 
     def load(self) -> dict[str, GroupMetadata]:
         """Create __consumer_offsets if missing, then replay every partition of it."""
-        topic = open_internal_topic(self.logs, OFFSETS_TOPIC, self.num_partitions)
+        topic = open_internal_topic(self.logs, OFFSETS_TOPIC, self.num_partitions,
+                                    self.config["offsets.topic.segment.bytes"])
         self.num_partitions = topic.num_partitions
         groups: dict[str, GroupMetadata] = {}
+        self.records_loaded = 0
         for partition in range(topic.num_partitions):
             log_ = self.logs.log(OFFSETS_TOPIC, partition)
-            groups.update(replay_partition(log_.name, log_.batches()))
+            groups.update(replay_partition(log_.name, self._counted(log_.batches())))
         return groups
+
+    def _counted(self, batches):
+        for hdr, data in batches:
+            self.records_loaded += hdr.records_count
+            yield hdr, data
 
     # ---- writing ------------------------------------------------------------------
 
