@@ -25,6 +25,7 @@ from storage.cleaner import CleaningStopped
 from . import faults
 from .broker import Broker, now_ms
 from .config import ConfigError
+from .connection_quotas import ConnectionQuotas
 from .handlers import HANDLERS, api_versions
 from .listeners import Listener
 from .security import tls
@@ -41,8 +42,13 @@ _OUTBOX_LIMIT = 64 * 1024
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker, listener: Listener, registry: set, drop_response: faults.ResponseDropper):
+    def __init__(self, broker: Broker, listener: Listener, registry: set, drop_response: faults.ResponseDropper,
+                 quotas: ConnectionQuotas):
         self.broker = broker
+        self.quotas = quotas
+        self.ip: str | None = None  # set once the connection is admitted (counted by the quotas)
+        self.creation_throttled = False  # max.connection.creation.rate: not read until its turn
+        self.last_active = time.monotonic()  # for connections.max.idle.ms
         self.listener = listener
         self.session: Session | None = None
         self.registry = registry
@@ -64,8 +70,17 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_made(self, transport):
         self.transport = transport
-        self.registry.add(self)
         peer = transport.get_extra_info("peername")
+        if not self.quotas.admit(peer[0] if peer else ""):
+            self.closed = True
+            transport.abort()
+            return
+        self.ip = peer[0] if peer else ""
+        delay = self.quotas.creation_delay()
+        if delay > 0:  # requests wait (and reading pauses, _update_reading) until its turn
+            self.creation_throttled = True
+            asyncio.get_running_loop().call_later(delay, self._creation_turn)
+        self.registry.add(self)
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = f"/{peer[0]}" if peer else ""
         self.session = Session(self.listener, peer[0] if peer else "")
@@ -75,6 +90,9 @@ class KafkaConnection(asyncio.Protocol):
                 self.session.principal = "User:" + subject
 
     def connection_lost(self, exc):
+        if self.ip is not None:
+            self.quotas.release(self.ip)
+            self.ip = None
         self.registry.discard(self)
         self.closed = True
         self.queue.clear()
@@ -90,7 +108,12 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
         self._process()
 
+    def _creation_turn(self):
+        self.creation_throttled = False
+        self._process()
+
     def data_received(self, data):
+        self.last_active = time.monotonic()
         try:
             frames = self.decoder.feed(data)
         except FrameError as exc:
@@ -104,7 +127,7 @@ class KafkaConnection(asyncio.Protocol):
     def _update_reading(self):
         if self.closed:
             return
-        want_pause = self.write_paused or len(self.queue) >= _MAX_QUEUED_FRAMES
+        want_pause = self.write_paused or self.creation_throttled or len(self.queue) >= _MAX_QUEUED_FRAMES
         if want_pause and not self.read_paused:
             self.transport.pause_reading()
             self.read_paused = True
@@ -113,7 +136,7 @@ class KafkaConnection(asyncio.Protocol):
             self.read_paused = False
 
     def _process(self):
-        while self.queue and not self.busy and not self.closed and not self.write_paused:
+        while self.queue and not self.busy and not self.closed and not self.write_paused and not self.creation_throttled:
             frame = self.queue.popleft()
             try:
                 self._handle(frame)
@@ -183,6 +206,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         if self.outbox:
+            self.last_active = time.monotonic()
             self.transport.writelines(self.outbox)
             self.outbox = []
             self.outbox_bytes = 0
@@ -244,9 +268,10 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         broker.metrics = BrokerMetrics(broker, connections)
         servers.append(await broker.metrics.serve(metrics_socket))
         tasks.append(asyncio.ensure_future(broker.metrics.sample_loop_lag()))
+    quotas = ConnectionQuotas(broker.config, broker.budget.connections if broker.budget else None)
     for listener, sock in bound.items():
         def connection(listener=listener):
-            return KafkaConnection(broker, listener, connections, drop_response)
+            return KafkaConnection(broker, listener, connections, drop_response, quotas)
 
         if listener.tls:
             sock.listen(1024)
@@ -254,6 +279,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         else:
             servers.append(await loop.create_server(connection, sock=sock))
         log.info("listening on %s (%s)", listener, listener.security_protocol)
+    tasks.append(asyncio.ensure_future(_close_idle_connections(broker, connections)))
     tasks.append(asyncio.ensure_future(_flush_periodically(broker)))
     tasks.append(asyncio.ensure_future(_expire_producers_periodically(broker)))
     tasks.append(asyncio.ensure_future(_apply_retention_periodically(broker)))
@@ -285,6 +311,17 @@ class _TlsServer:
 
     async def wait_closed(self) -> None:
         pass
+
+
+async def _close_idle_connections(broker: Broker, connections: set[KafkaConnection]) -> None:
+    """connections.max.idle.ms: close a connection that neither sent nor got anything for that long
+    (a request in progress, such as a long-polling Fetch, keeps it open)."""
+    idle_s = broker.config["connections.max.idle.ms"] / 1000
+    while True:
+        await asyncio.sleep(min(max(idle_s / 4, 0.05), 30))
+        now = time.monotonic()
+        for conn in [c for c in connections if not c.busy and now - c.last_active > idle_s]:
+            conn.close(f"idle for more than connections.max.idle.ms ({idle_s * 1000:.0f} ms)")
 
 
 async def _flush_periodically(broker: Broker) -> None:

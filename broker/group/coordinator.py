@@ -128,6 +128,9 @@ class GroupCoordinator:
         joining.member_id = f"{instance_id or joining.client_id}-{uuid.uuid4()}"
         if instance_id is not None and instance_id in group.static_members:
             self._rejoin_static_member(group, joining, future, supports_skip_assignment)
+        elif len(group.members) + len(group.pending_members) >= self.config["group.max.size"]:
+            # members waiting to rejoin with their id count too: they would be let in
+            future.set_result(JoinGroupResult(ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID))
         elif instance_id is None and require_known_member_id:
             # the client must come back with this id: a member that gives up leaves no trace
             group.pending_members[joining.member_id] = _call_later(

@@ -35,6 +35,7 @@ class Bystander:
             c.request("CreateTopics", 5, {"topics": [{"name": self.topic, "num_partitions": 1, "replication_factor": 1,
                                                        "assignments": [], "configs": []}],
                                           "timeout_ms": 10000, "validate_only": False})
+        self._client = wire.WireClient(self.port, timeout=60)  # connected before the abuse begins
         self._thread.start()
         return self
 
@@ -44,7 +45,7 @@ class Bystander:
 
     def _run(self) -> None:
         try:
-            with wire.WireClient(self.port, timeout=60) as c:
+            with self._client as c:
                 while not self._stop.wait(INTERVAL_S):
                     started = time.monotonic()
                     c.request("ApiVersions", 0, {})

@@ -7,6 +7,7 @@ Kafka does, keeps serving the bystander (tests/helpers/bystander.py) and stays w
 from __future__ import annotations
 
 import os
+import socket
 import time
 
 import pytest
@@ -256,3 +257,27 @@ def test_a_flood_of_producer_ids_is_bounded_per_partition(start_broker):
     b.start()
     with wire.WireClient(b.port) as c:
         assert len(producers_of(c, "pids")) == 10_000
+
+
+@pytest.mark.timeout(180)
+def test_connections_beyond_the_descriptor_budget_are_refused_not_starving_files(limited_broker):
+    """Under a 1024 open-file limit, 1,100 connections: those past what the limit leaves for connections
+    are closed at once (max.connections is capped by it), so creating a topic and producing still get
+    their files, and accept() never fails with EMFILE."""
+    b = limited_broker().start()
+    held = []
+    try:
+        with Bystander(b.port, "bystander") as bystander, wire.WireClient(b.port) as c:
+            for _ in range(1100):
+                s = socket.create_connection(("127.0.0.1", b.port), timeout=10, source_address=("127.0.0.2", 0))
+                held.append(s)
+            time.sleep(1)
+            assert create(c, "after-the-flood", 50) == NONE  # on a connection made before the flood
+            assert produce_code(c, "after-the-flood", build_batch([(None, b"x")])) == NONE
+            assert open_fds(b.pid) < OPEN_FILE_LIMIT
+        bystander.check()
+    finally:
+        for s in held:
+            s.close()
+    assert "Too many open files" not in b.log_text()
+    assert "connections open, the limit is 703" in b.log_text() or "the limit is 704" in b.log_text()

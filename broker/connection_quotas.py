@@ -1,0 +1,92 @@
+"""How many connections the broker takes, from whom and how fast (Kafka's ConnectionQuotas).
+
+- ``max.connections``: all listeners together, further capped by the descriptors the open-file limit
+  leaves for connections (broker/descriptors.py), so accepting never fails with EMFILE;
+- ``max.connections.per.ip`` and ``max.connections.per.ip.overrides`` (``host:count,...``);
+- ``max.connection.creation.rate`` (KIP-612): new connections a second; past it a new connection
+  waits (is not read) until the rate allows it, as Kafka's acceptor waits.
+
+A connection over a count limit is closed as soon as it is accepted: the client sees the broker hang
+up before its first answer and reconnects after its backoff. Refusals are logged at most once a
+second, with their count, so a flood cannot flood the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, deque
+
+from .config import ConfigError
+
+log = logging.getLogger("moldau.connections")
+
+UNLIMITED = 2**31 - 1  # Kafka's default for these: Int.MaxValue
+RATE_WINDOW_S = 1.0
+
+
+def parse_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, comma-separated."""
+    overrides = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ConfigError(f"max.connections.per.ip.overrides: {item!r} is not host:count")
+        overrides[host.strip().strip("[]")] = int(count)
+    return overrides
+
+
+class ConnectionQuotas:
+    def __init__(self, config, descriptors_for_connections: int | None = None) -> None:
+        self.max_connections = config["max.connections"]
+        if descriptors_for_connections is not None and descriptors_for_connections < self.max_connections:
+            self.max_connections = descriptors_for_connections
+        self.per_ip = config["max.connections.per.ip"]
+        self.overrides = parse_overrides(config["max.connections.per.ip.overrides"])
+        self.rate = config["max.connection.creation.rate"]
+        self.by_ip: Counter[str] = Counter()
+        self.total = 0
+        self._created: deque[float] = deque()  # creation times in the last RATE_WINDOW_S
+        self._refused = 0
+        self._refusal_logged = 0.0
+
+    def admit(self, ip: str) -> bool:
+        """Count a new connection from ``ip`` in, or refuse it (False) past a count limit."""
+        limit = self.overrides.get(ip, self.per_ip)
+        if self.by_ip[ip] >= limit:
+            self._refuse(f"{ip} has {self.by_ip[ip]} connections, max.connections.per.ip is {limit}")
+            return False
+        if self.total >= self.max_connections:
+            self._refuse(f"{self.total} connections open, the limit is {self.max_connections}")
+            return False
+        self.by_ip[ip] += 1
+        self.total += 1
+        return True
+
+    def release(self, ip: str) -> None:
+        self.total -= 1
+        self.by_ip[ip] -= 1
+        if self.by_ip[ip] <= 0:
+            del self.by_ip[ip]
+
+    def creation_delay(self, now: float | None = None) -> float:
+        """Seconds a connection created now must wait for max.connection.creation.rate (0: none)."""
+        if self.rate >= UNLIMITED:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        while self._created and self._created[0] <= now - RATE_WINDOW_S:
+            self._created.popleft()
+        # the n-th connection of a window starts once n - rate earlier ones have left it
+        start = now
+        if len(self._created) >= self.rate:
+            start = self._created[-self.rate] + RATE_WINDOW_S
+        self._created.append(start)
+        return start - now
+
+    def _refuse(self, reason: str) -> None:
+        self._refused += 1
+        now = time.monotonic()
+        if now - self._refusal_logged >= 1.0:
+            log.warning("refused %d connection(s): %s", self._refused, reason)
+            self._refused = 0
+            self._refusal_logged = now
