@@ -9,6 +9,7 @@ pwrite, O_APPEND writes, fsync), so closing and reopening loses nothing.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections import OrderedDict
@@ -64,18 +65,21 @@ HANDLES = HandleCache()
 class FileHandle:
     """One file, opened when ``fd`` is asked for; hashable by identity for the cache."""
 
-    __slots__ = ("path", "_flags", "_fd", "_cache", "__weakref__")
+    __slots__ = ("path", "_flags", "_fd", "_cache", "_closed", "__weakref__")
 
     def __init__(self, path: Path, flags: int, cache: HandleCache = HANDLES) -> None:
         self.path = path
         self._cache = cache
         self._fd: int | None = os.open(path, flags, 0o644)  # now: a missing directory fails here, not later
         self._flags = flags & ~_FIRST_OPEN_ONLY
+        self._closed = False
         cache._used(self)
 
     @property
     def fd(self) -> int:
         if self._fd is None:
+            if self._closed:  # as a closed descriptor would: never reopen a file renamed or replaced since
+                raise OSError(errno.EBADF, f"{self.path.name} is closed")
             self._fd = os.open(self.path, self._flags)
             self._cache.reopened += 1
         self._cache._used(self)
@@ -88,5 +92,6 @@ class FileHandle:
             os.close(fd)
 
     def close(self) -> None:
+        self._closed = True
         self._cache._forget(self)
         self.release()
