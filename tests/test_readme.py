@@ -35,3 +35,35 @@ def test_serve_help_lists_every_setting():
     for setting in SETTINGS:
         assert setting.name in out
         assert f"`{setting.name}`" in README
+
+
+def test_first_steps_work_as_written(start_broker):
+    """The first-steps block, run against a broker started with its ARGS (ports moved to free ones)."""
+    import shlex
+
+    from conftest import free_port
+
+    block = README.split("<!-- first-steps")[1].split("<!-- end first-steps")[0]
+    commands = [line[4:] for line in block.splitlines() if line.startswith("    ")]
+    start, *shell_lines = [c for c in commands if not c.startswith(("from ", "p = ", "c = "))]
+    python = "\n".join(c for c in commands if c.startswith(("from ", "p = ", "c = ")))
+    metrics = free_port()
+    args = shlex.split(shlex.split(start)[2].removeprefix("ARGS="))
+    overrides = dict(args[i + 1].split("=", 1) for i in range(0, len(args), 2))
+    b = start_broker({**overrides, "metrics.port": metrics})
+
+    def here(text: str) -> str:
+        return text.replace("127.0.0.1:9092", b.bootstrap).replace("127.0.0.1:9308", f"127.0.0.1:{metrics}")
+
+    out = {}
+    for line in shell_lines:
+        result = subprocess.run(here(line), shell=True, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, f"{line}: {result.stderr}"
+        out[line] = result.stdout
+    result = subprocess.run([sys.executable, "-c", here(python)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "b'hello from kcat'" in result.stdout and "b'hello from Python'" in result.stdout
+    consumed, listed, scraped = (out[line] for line in shell_lines[1:])
+    assert consumed.strip() == "hello from kcat"
+    assert 'topic "greetings"' in listed
+    assert 'kafka_server_brokertopicmetrics_messagesin_total{topic="greetings"}' in scraped
