@@ -117,15 +117,20 @@ class BrokerMetrics:
         if response["error_code"]:
             self.errors[("Fetch", _error_name(response["error_code"]))] += 1
         for topic in response["responses"]:
+            name = topic["topic"] or self._topic_name(topic["topic_id"])  # v13+ names topics by id
             for part in topic["partitions"]:
                 if part["error_code"]:
                     self.errors[("Fetch", _error_name(part["error_code"]))] += 1
                 elif part["records"]:
-                    counts = self.topic_out.get(topic["topic"])
+                    counts = self.topic_out.get(name)
                     if counts is None:
-                        counts = self.topic_out[topic["topic"]] = [0, 0]
+                        counts = self.topic_out[name] = [0, 0]
                     counts[0] += _batch_records(part["records"])
                     counts[1] += len(part["records"])
+
+    def _topic_name(self, topic_id) -> str:
+        topic = self.broker.logs.topic_by_id(topic_id)
+        return topic.name if topic else str(topic_id)
 
     # ---- scrape ----------------------------------------------------------------------
 
