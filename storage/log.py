@@ -399,18 +399,15 @@ class Log:
 
     # --- retention ---------------------------------------------------------
 
-    def delete_records(self, offset: int) -> bool:
-        """Move the log start offset up to ``offset`` (DeleteRecords); True if it moved.
+    def advance_log_start(self, offset: int) -> bool:
+        """Move the log start offset up to ``offset`` (never past the log end); True if it moved.
 
-        Reads below it answer OFFSET_OUT_OF_RANGE at once; the segments wholly
-        below it go with the next ``delete_old_segments``.
+        Reads below it answer OFFSET_OUT_OF_RANGE at once; the segments wholly below
+        it go with the next ``delete_old_segments``. DeleteRecords, retention and a
+        follower taking the leader's log start offset from a fetch response come here
+        (Kafka's maybeIncrementLogStartOffset).
         """
-        if not 0 <= offset <= self.high_watermark:
-            raise OffsetOutOfRange(f"cannot delete records of {self.name} below {offset}: "
-                                   f"its high watermark is {self.high_watermark}")
-        return self._advance_log_start(offset)
-
-    def _advance_log_start(self, offset: int) -> bool:
+        offset = min(offset, self.log_end_offset)
         if offset <= self._log_start_offset:
             return False
         self._log_start_offset = offset
@@ -437,7 +434,7 @@ class Log:
         doomed, self._segments = self._segments[:count], self._segments[count:]
         self._dir_dirty = True
         renamed = [path for segment in doomed for path in segment.mark_deleted()]
-        self._advance_log_start(self._segments[0].base_offset)
+        self.advance_log_start(self._segments[0].base_offset)
         return renamed
 
     def _deletable(self, predicate) -> int:

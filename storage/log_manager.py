@@ -26,6 +26,7 @@ from storage.errors import (
     InconsistentMetadata,
     InvalidPartitions,
     InvalidTopic,
+    OffsetOutOfRange,
     TopicExists,
     UnknownTopic,
 )
@@ -346,16 +347,25 @@ class LogManager:
         self.first_dirty_offsets[key] = offset
         write_offset_checkpoint(self.log_dir / CLEANER_CHECKPOINT, self.first_dirty_offsets)
 
-    def delete_records(self, topic: str, partition: int, offset: int) -> int:
-        """Move a partition's log start offset to ``offset`` and persist it; returns the new log start.
+    def advance_log_start(self, topic: str, partition: int, offset: int) -> int:
+        """Move a partition's log start offset up to ``offset`` and persist it; returns the new log start.
 
-        Raises OffsetOutOfRange past the high watermark. The segments wholly below go
-        with the next ``delete_old_segments`` (the caller runs it at once).
+        DeleteRecords comes here (``delete_records``), and so can a follower with the leader's log
+        start offset from a fetch response. The segments wholly below go with the next
+        ``delete_old_segments``.
         """
         log = self._logs[(topic, partition)]
-        if log.delete_records(offset):
+        if log.advance_log_start(offset):
             self._write_log_starts()
         return log.log_start_offset
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords: ``advance_log_start``, refused with OffsetOutOfRange past the high watermark."""
+        log = self._logs[(topic, partition)]
+        if not 0 <= offset <= log.high_watermark:
+            raise OffsetOutOfRange(f"cannot delete records of {log.name} below {offset}: "
+                                   f"its high watermark is {log.high_watermark}")
+        return self.advance_log_start(topic, partition, offset)
 
     def delete_old_segments(self, now_ms: int) -> list[tuple[Log, list[Path]]]:
         """Apply retention to every log; returns each changed log with its renamed

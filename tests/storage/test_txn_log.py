@@ -259,7 +259,7 @@ def test_retention_forgets_producers_whose_batches_went_unless_their_transaction
     append(log, plain())  # 8
     append(log, plain())  # 9, third segment
     assert [s.base_offset for s in log.segments] == [0, 5, 9]
-    log.delete_records(5)
+    log.advance_log_start(5)
     assert log.delete_old_segments(NOW)  # the first segment is wholly below the log start
     assert log.log_start_offset == 5
     assert set(log.producer_state.producers) == {1, 3}  # 2's last batch went; 1 has an open transaction
