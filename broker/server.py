@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import logging
 import socket
+import sys
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,7 @@ from .metrics import BrokerMetrics
 
 log = logging.getLogger("moldau.server")
 
+CLEANER_SWITCH_INTERVAL_S = 0.0005
 _MAX_QUEUED_FRAMES = 16
 # answers collected before they go to the transport: past this the transport's flow control
 # (pause_writing) must get a say, or a client that never reads has every queued request answered in memory
@@ -358,6 +360,8 @@ async def _apply_retention_periodically(broker: Broker) -> None:
 async def _clean_logs(broker: Broker) -> None:
     """The log cleaner: log.cleaner.threads threads, each cleaning the log most in need, off the event loop."""
     threads = broker.config["log.cleaner.threads"]
+    # a cleaner thread holding the GIL keeps the event loop waiting up to this long: 5 ms by default
+    sys.setswitchinterval(CLEANER_SWITCH_INTERVAL_S)
     pool = ThreadPoolExecutor(threads, thread_name_prefix="log-cleaner")
     try:
         await asyncio.gather(*(_clean_one_at_a_time(broker, pool) for _ in range(threads)))

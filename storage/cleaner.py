@@ -235,14 +235,11 @@ class LogCleaner:
         still_open = self.logs.log(*plan.key) is plan.log
         swapped = 0
         try:
-            for source, cleaned in plan.cleaned:
-                if still_open and plan.log.replace_segment(source.segment, source.size, cleaned):
-                    swapped += 1
-                else:
-                    cleaned.unlink(missing_ok=True)
+            if still_open:
+                swapped = plan.log.replace_segments([(s.segment, s.size, path) for s, path in plan.cleaned])
         finally:
             for _, cleaned in plan.cleaned:
-                cleaned.unlink(missing_ok=True)  # left by an error: the segments stay as they were
+                cleaned.unlink(missing_ok=True)  # not swapped: the segments stay as they were
         if still_open:
             self.logs.cleaned_up_to(plan.key, plan.end)
         return swapped

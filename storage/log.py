@@ -154,6 +154,7 @@ class Log:
                                 "the segment stays as it was")
         for swap in self.directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX):
             self._complete_swap(swap)
+            self._dir_dirty = True
             self.repairs.append(f"completed the swap of the cleaned {swap.name[:-len(SWAP_SUFFIX)]}")
         bases = sorted(int(p.name[:20]) for p in self.directory.iterdir() if _SEGMENT_FILE.fullmatch(p.name))
         if not bases:
@@ -461,25 +462,31 @@ class Log:
 
     # --- cleaning ----------------------------------------------------------
 
-    def replace_segment(self, segment: LogSegment, size: int, cleaned: Path) -> bool:
-        """Make the log cleaner's ``cleaned`` file (fsynced) the segment; False if the segment
-        is no longer the one that was cleaned (retention or truncation came first)."""
-        try:
-            i = next(i for i, s in enumerate(self._segments[:-1]) if s is segment)
-        except StopIteration:
-            return False
-        if segment.size != size:
-            return False
-        swap = segment.log_path.with_name(segment.log_path.name + SWAP_SUFFIX)
-        cleaned.rename(swap)
-        fsync_dir(self.directory)  # the commit point: a crash from here on completes the swap
-        segment.close()
-        self._complete_swap(swap)
-        cleaned_segment = LogSegment(self.directory, segment.base_offset, self.config.index_interval_bytes, _now_ms())
-        cleaned_segment.rebuild_indexes()
-        cleaned_segment.txn_index.load()
-        self._segments[i] = cleaned_segment
-        return True
+    def replace_segments(self, cleaned: list[tuple[LogSegment, int, Path]]) -> int:
+        """Make the log cleaner's files (fsynced) the segments they were cleaned from; returns how many.
+
+        ``cleaned`` holds (segment, its size when it was cleaned, cleaned file). A segment that is
+        no longer in the log or has another size (retention or truncation came first) keeps its
+        data, and its file is left to the caller. One directory fsync commits every swap.
+        """
+        positions = {id(s): i for i, s in enumerate(self._segments[:-1])}
+        current = [(segment, path) for segment, size, path in cleaned
+                   if id(segment) in positions and segment.size == size]
+        swaps = []
+        for segment, path in current:
+            swaps.append(segment.log_path.with_name(segment.log_path.name + SWAP_SUFFIX))
+            path.rename(swaps[-1])
+        fsync_dir(self.directory)  # the commit point: a crash from here on completes each swap
+        for (segment, _), swap in zip(current, swaps):
+            segment.close()
+            self._complete_swap(swap)
+        fsync_dir(self.directory)
+        for segment, _ in current:
+            replacement = LogSegment(self.directory, segment.base_offset, self.config.index_interval_bytes, _now_ms())
+            replacement.rebuild_indexes()
+            replacement.txn_index.load()
+            self._segments[positions[id(segment)]] = replacement
+        return len(current)
 
     def _complete_swap(self, swap: Path) -> None:
         """Replace a segment by its cleaned ``.swap`` file; its indexes are derived again."""
@@ -487,7 +494,6 @@ class Log:
         for suffix in (".index", ".timeindex"):
             log_path.with_suffix(suffix).unlink(missing_ok=True)
         os.replace(swap, log_path)
-        fsync_dir(self.directory)
 
     # --- reading -----------------------------------------------------------
 
