@@ -182,16 +182,18 @@ class BrokerMetrics:
             yield size
 
     def _partitions(self):
-        """Partition states as Metadata reports them, so a replicated broker's states show up unchanged."""
+        """Partition states as Metadata reports them, so a replicated broker's states show up unchanged.
+        Under-replicated counts the partitions this broker leads, as in Kafka; offline counts them all."""
         under = offline = 0
         for topic in self.broker.logs.topics.values():
             for partition in self.broker.partition_metadata(topic):
-                under += len(partition["isr_nodes"]) < len(partition["replica_nodes"])
+                under += (partition["leader_id"] == self.broker.node_id
+                          and len(partition["isr_nodes"]) < len(partition["replica_nodes"]))
                 offline += partition["leader_id"] < 0
         yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions on this broker",
                                 value=len(self.broker.logs.logs))
         yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
-                                "Partitions with fewer in-sync replicas than replicas", value=under)
+                                "Partitions led here with fewer in-sync replicas than replicas", value=under)
         yield GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
                                 "Partitions without a leader", value=offline)
         size = GaugeMetricFamily("kafka_log_log_size", "Bytes in a partition's segments", labels=["topic", "partition"])
