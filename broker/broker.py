@@ -13,6 +13,7 @@ from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 
 from . import faults
+from .client_quotas import ClientQuotas
 from .config import BrokerConfig, ConfigError
 from .delayed_fetch import FetchPurgatory
 from .descriptors import Budget
@@ -61,6 +62,7 @@ class Broker:
     def __init__(self, config: BrokerConfig, budget: Budget | None = None):
         self.config = config
         self.budget = budget  # the open-file split (None: not planned, as in tools)
+        self.quotas = ClientQuotas(config.log_dir, config["quota.window.num"], config["quota.window.size.seconds"])
         self.node_id: int = config["node.id"]
         self.host, self.port = config.advertised()
         self.logs = LogManager(config.log_dir, broker_log_config(config), node_id=self.node_id)

@@ -88,6 +88,8 @@ SETTINGS: list[Setting] = [
     Setting("max.connections.per.ip.overrides", str, "", "Per-address exceptions: host:count,host:count."),
     Setting("max.connection.creation.rate", int, 2**31 - 1,
             "New connections accepted a second; more wait for their turn (KIP-612).", between(1, 2**31 - 1)),
+    Setting("quota.window.num", int, 11, "Windows client quota rates are measured over.", between(1, 2**31 - 1)),
+    Setting("quota.window.size.seconds", int, 1, "Length of one client quota window.", between(1, 2**31 - 1)),
     Setting("connections.max.idle.ms", int, 600_000, "Close a connection idle this long.", between(1, 2**63 - 1)),
     Setting("message.max.bytes", int, 1048588, "Largest record batch accepted, as in Kafka."),
     Setting("fetch.max.bytes", int, 55 * 1024 * 1024, "Most bytes one Fetch response carries (the first batch excepted).",

@@ -26,6 +26,7 @@ from storage.cleaner import CleaningStopped
 from . import faults
 from .broker import Broker, now_ms
 from .config import ConfigError
+from .client_quotas import client_quota_throttle
 from .connection_quotas import ConnectionQuotas
 from .handlers import HANDLERS, api_versions
 from .listeners import Listener
@@ -49,7 +50,7 @@ class KafkaConnection(asyncio.Protocol):
         self.broker = broker
         self.quotas = quotas
         self.ip: str | None = None  # set once the connection is admitted (counted by the quotas)
-        self.creation_throttled = False  # max.connection.creation.rate: not read until its turn
+        self.muted_until = 0.0  # loop time before which requests wait: creation rate, client quotas
         self.last_active = time.monotonic()  # for connections.max.idle.ms
         self.listener = listener
         self.session: Session | None = None
@@ -79,9 +80,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         self.ip = peer[0] if peer else ""
         delay = self.quotas.creation_delay()
-        if delay > 0:  # requests wait (and reading pauses, _update_reading) until its turn
-            self.creation_throttled = True
-            asyncio.get_running_loop().call_later(delay, self._creation_turn)
+        if delay > 0:  # max.connection.creation.rate: its requests wait until its turn
+            self._mute(delay)
         self.registry.add(self)
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = f"/{peer[0]}" if peer else ""
@@ -110,9 +110,21 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
         self._process()
 
-    def _creation_turn(self):
-        self.creation_throttled = False
-        self._process()
+    @property
+    def muted(self) -> bool:
+        return self.muted_until > 0
+
+    def _mute(self, seconds: float) -> None:
+        """Read and handle nothing more for ``seconds`` (Kafka mutes a throttled channel, KIP-219)."""
+        loop = asyncio.get_running_loop()
+        if loop.time() + seconds > self.muted_until:
+            self.muted_until = loop.time() + seconds
+            loop.call_later(seconds, self._unmute)
+
+    def _unmute(self):
+        if self.muted and asyncio.get_running_loop().time() >= self.muted_until - 0.001:
+            self.muted_until = 0.0
+            self._process()
 
     def data_received(self, data):
         self.last_active = time.monotonic()
@@ -129,7 +141,7 @@ class KafkaConnection(asyncio.Protocol):
     def _update_reading(self):
         if self.closed:
             return
-        want_pause = self.write_paused or self.creation_throttled or len(self.queue) >= _MAX_QUEUED_FRAMES
+        want_pause = self.write_paused or self.muted or len(self.queue) >= _MAX_QUEUED_FRAMES
         if want_pause and not self.read_paused:
             self.transport.pause_reading()
             self.read_paused = True
@@ -138,7 +150,7 @@ class KafkaConnection(asyncio.Protocol):
             self.read_paused = False
 
     def _process(self):
-        while self.queue and not self.busy and not self.closed and not self.write_paused and not self.creation_throttled:
+        while self.queue and not self.busy and not self.closed and not self.write_paused and not self.muted:
             frame = self.queue.popleft()
             try:
                 self._handle(frame)
@@ -167,27 +179,27 @@ class KafkaConnection(asyncio.Protocol):
         request, _ = codec.decode(handler.name + "Request", version, frame, header.body_offset)
         started = time.perf_counter()
         result = handler.handle(self.broker, request, header)
+        usage = (len(frame), time.perf_counter() - started)  # what client quotas count of this request
         if inspect.isawaitable(result):
             self.busy = True
-            task = asyncio.ensure_future(self._finish(handler.name, header, result, request, started))
+            task = asyncio.ensure_future(self._finish(handler.name, header, result, request, started, usage))
             if handler.name == "Fetch":  # a joining group member's wait must end for the others, so not those
                 self.parked_fetch = task
             return
         if self.broker.metrics:
             self.broker.metrics.request(handler.name, started, request, result)
-        if result is not None:  # None: no response (Produce with acks=0)
-            if self.drop_response(handler.name):
-                self.close(f"fault injection ({faults.DROP_RESPONSE_ENV}): {handler.name} response dropped")
-            else:
-                self.send(handler.name, version, header.correlation_id, result)
+        if result is not None and self.drop_response(handler.name):
+            self.close(f"fault injection ({faults.DROP_RESPONSE_ENV}): {handler.name} response dropped")
+        else:
+            self._reply(handler.name, header, result, usage)
 
-    async def _finish(self, name, header, awaitable, request, started):
+    async def _finish(self, name, header, awaitable, request, started, usage):
         try:
             result = await awaitable
             if self.broker.metrics:
                 self.broker.metrics.request(name, started, request, result)
-            if result is not None and not self.closed:
-                self.send(name, header.api_version, header.correlation_id, result)
+            if not self.closed:
+                self._reply(name, header, result, usage)
         except Exception:
             log.exception("%s handler failed; closing connection from %s", name, self.peer)
             self.close("internal error")
@@ -195,6 +207,17 @@ class KafkaConnection(asyncio.Protocol):
             self.busy = False
             self.parked_fetch = None
         self._process()
+
+    def _reply(self, name: str, header, result: dict | None, usage: tuple[int, float]) -> None:
+        """Send the answer (None: none, Produce with acks=0) with the throttle time client quotas give,
+        and mute the connection for that long."""
+        throttle = client_quota_throttle(self.broker.quotas, name, header, result, *usage)
+        if result is not None:
+            if "throttle_time_ms" in result:
+                throttle = result["throttle_time_ms"] = max(result["throttle_time_ms"], throttle)
+            self.send(name, header.api_version, header.correlation_id, result)
+        if throttle > 0:
+            self._mute(throttle / 1000)
 
     def send(self, name: str, version: int, correlation_id: int, body: dict) -> None:
         # collected and written once per pass over the queue: one socket write for

@@ -7,12 +7,14 @@ from typing import Callable, NamedTuple
 from protocol.frames import API_KEYS
 
 from . import (
+    alter_client_quotas,
     alter_configs,
     api_versions,
     create_partitions,
     create_topics,
     delete_records,
     delete_topics,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_log_dirs,
@@ -68,6 +70,8 @@ _MODULES = [
     describe_cluster,
     describe_topic_partitions,
     describe_configs,
+    describe_client_quotas,
+    alter_client_quotas,
     init_producer_id,
     describe_producers,
     # retention and runtime configs

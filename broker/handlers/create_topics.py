@@ -4,6 +4,7 @@ import logging
 
 from broker import topic_configs
 from broker.broker import InvalidTopic
+from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.errors import ErrorCode
 from storage.catalog import validate_topic_name
 from storage.errors import TopicExists
@@ -57,9 +58,9 @@ async def _create(broker, want: dict, validate_only: bool) -> dict:
     return result
 
 
-def _refused(want: dict) -> dict:
-    return {"name": want["name"], "topic_id": None, "error_code": ErrorCode.POLICY_VIOLATION,
-            "error_message": "Excessively large number of partitions per request.",
+def _refused(want: dict, code=ErrorCode.POLICY_VIOLATION,
+             message="Excessively large number of partitions per request.") -> dict:
+    return {"name": want["name"], "topic_id": None, "error_code": code, "error_message": message,
             "num_partitions": -1, "replication_factor": -1, "configs": None}
 
 
@@ -69,7 +70,14 @@ async def handle(broker, request, header) -> dict:
     total = sum(default if t["num_partitions"] == -1 else max(t["num_partitions"], 0) for t in topics)
     if total > MAX_PARTITIONS_PER_REQUEST:
         return {"throttle_time_ms": 0, "topics": [_refused(t) for t in topics]}
-    return {
-        "throttle_time_ms": 0,
-        "topics": [await _create(broker, t, request["validate_only"]) for t in topics],
-    }
+    mutations = ControllerMutations(broker.quotas, header, strict=header.api_version >= 6)
+    results = []
+    for want in topics:
+        if mutations.refused():
+            results.append(_refused(want, ErrorCode.THROTTLING_QUOTA_EXCEEDED, QUOTA_EXCEEDED))
+            continue
+        result = await _create(broker, want, request["validate_only"])
+        if not result["error_code"] and not request["validate_only"]:
+            mutations.record(result["num_partitions"])
+        results.append(result)
+    return {"throttle_time_ms": mutations.throttle_ms, "topics": results}

@@ -114,3 +114,106 @@ def test_group_max_size(start_broker):
         answers = [c.request("JoinGroup", 5, join_request()) for _ in range(3)]
         assert [a["error_code"] for a in answers] == [MEMBER_ID_REQUIRED, MEMBER_ID_REQUIRED, GROUP_MAX_SIZE_REACHED]
         assert answers[2]["member_id"] == ""
+
+
+# --- client quotas (AlterClientQuotas / DescribeClientQuotas, throttling) ------------------------------
+
+INVALID_REQUEST = 42
+THROTTLING_QUOTA_EXCEEDED = 89
+
+
+def alter_quotas(c: wire.WireClient, entity: dict, ops: dict, validate_only: bool = False) -> list[int]:
+    r = c.request("AlterClientQuotas", 1, {"validate_only": validate_only, "entries": [{
+        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+        "ops": [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in ops.items()]}]})
+    return [e["error_code"] for e in r["entries"]]
+
+
+def describe_quotas(c: wire.WireClient, components: list[tuple[str, int, str | None]], strict=False) -> dict:
+    r = c.request("DescribeClientQuotas", 1, {"strict": strict, "components": [
+        {"entity_type": t, "match_type": m, "match": n} for t, m, n in components]})
+    assert r["error_code"] == 0, r
+    return {tuple((e["entity_type"], e["entity_name"]) for e in entry["entity"]):
+            {v["key"]: v["value"] for v in entry["values"]} for entry in r["entries"]}
+
+
+class QuotaClient:
+    """Requests under a chosen client.id, timed: the quota is the client id's."""
+
+    def __init__(self, port: int, client_id: str):
+        self.sock = wire.connect(port, timeout=60)
+        self.client_id, self.correlation_id = client_id, 0
+
+    def request(self, api: str, version: int, body: dict) -> tuple[dict, float]:
+        from protocol.frames import decode_response, encode_request
+
+        self.correlation_id += 1
+        started = time.monotonic()
+        self.sock.sendall(encode_request(api, version, self.correlation_id, self.client_id, body))
+        _, response = decode_response(api, version, wire.recv_frame(self.sock))
+        return response, time.monotonic() - started
+
+
+@pytest.mark.timeout(180)
+def test_client_quotas_are_kept_described_and_throttle(start_broker):
+    from helpers.bystander import produce_body
+    from protocol.records import build_batch
+
+    b = start_broker({"quota.window.num": 2})  # rates over 2 s: a test-sized burst is over a quota at once
+    with wire.WireClient(b.port) as c:
+        assert alter_quotas(c, {"client-id": "slow-producer"}, {"producer_byte_rate": 100_000.0}) == [0]
+        assert alter_quotas(c, {"client-id": "slow-reader"}, {"consumer_byte_rate": 100_000.0}) == [0]
+        assert alter_quotas(c, {"client-id": "creator"}, {"controller_mutation_rate": 1.0}) == [0]
+        assert alter_quotas(c, {"user": None}, {"request_percentage": 200.0}) == [0]  # the default user
+        assert alter_quotas(c, {"ip": "10.0.0.1"}, {"producer_byte_rate": 1.0}) == [INVALID_REQUEST]
+        assert alter_quotas(c, {"client-id": "x"}, {"no_such_quota": 1.0}) == [INVALID_REQUEST]
+        assert alter_quotas(c, {"client-id": "x"}, {"producer_byte_rate": 5.0}, validate_only=True) == [0]
+    b.stop()
+    b.start()  # kept in client-quotas.json
+    with wire.WireClient(b.port) as c:
+        assert describe_quotas(c, [("client-id", 0, "slow-producer")]) == {
+            (("client-id", "slow-producer"),): {"producer_byte_rate": 100_000.0}}
+        assert describe_quotas(c, [("user", 1, None)]) == {(("user", None),): {"request_percentage": 200.0}}
+        assert len(describe_quotas(c, [("client-id", 2, None)], strict=True)) == 3, "x was only validated"
+
+    with Bystander(b.port, "bystander") as bystander:
+        # producer_byte_rate: 100 KB/s; 600 KB at once is far over it
+        producer = QuotaClient(b.port, "slow-producer")
+        throttles = []
+        for _ in range(3):
+            r, _ = producer.request("Produce", 9, produce_body("bystander", build_batch([(None, bytes(200_000))])))
+            assert r["responses"][0]["partition_responses"][0]["error_code"] == 0
+            throttles.append(r["throttle_time_ms"])
+        assert throttles[-1] > 500, throttles
+        # the connection is muted for that long (KIP-219): the next answer waits
+        _, took = producer.request("ApiVersions", 0, {})
+        assert took >= throttles[-1] / 1000 * 0.8, (took, throttles)
+
+        # consumer_byte_rate
+        reader = QuotaClient(b.port, "slow-reader")
+        fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                 "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                 "topics": [{"topic": "bystander", "topic_id": __import__("uuid").UUID(int=0), "partitions": [
+                     {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                      "partition_max_bytes": 1 << 20}]}]}
+        r, _ = reader.request("Fetch", 11, fetch)
+        assert sum(len(p["records"] or b"") for p in r["responses"][0]["partitions"]) > 600_000
+        assert r["throttle_time_ms"] > 0
+
+        # controller_mutation_rate (KIP-599): CreateTopics v7 refuses topics while the client is over it
+        creator = QuotaClient(b.port, "creator")
+        r, _ = creator.request("CreateTopics", 7, {"timeout_ms": 10000, "validate_only": False, "topics": [
+            {"name": f"mutated-{i}", "num_partitions": 20, "replication_factor": 1, "assignments": [],
+             "configs": []} for i in range(3)]})
+        assert [t["error_code"] for t in r["topics"]] == [0, THROTTLING_QUOTA_EXCEEDED, THROTTLING_QUOTA_EXCEEDED]
+        assert r["throttle_time_ms"] > 0
+
+        # request_percentage: the (user, client-id) entity is the most specific, ahead of the default user's 200 %
+        with wire.WireClient(b.port) as c:
+            assert alter_quotas(c, {"user": "ANONYMOUS", "client-id": "busy"}, {"request_percentage": 0.01}) == [0]
+        busy = QuotaClient(b.port, "busy")
+        metadata = {"topics": None, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
+                    "include_topic_authorized_operations": False}
+        throttles = [busy.request("Metadata", 9, metadata)[0]["throttle_time_ms"] for _ in range(3)]
+        assert throttles[-1] > 0, throttles
+    bystander.check()

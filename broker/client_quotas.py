@@ -1,0 +1,202 @@
+"""Client quotas as Kafka has them: the values (AlterClientQuotas / DescribeClientQuotas, kept in
+``client-quotas.json``), the rates each client is measured at, and the throttle time a client over
+its quota is given (it gets its answer at once, with ``throttle_time_ms``, and its connection is
+not read again until that time has passed -- KIP-219).
+
+Entities are ``user`` (the connection's principal; ANONYMOUS without authentication), ``client-id``
+and their pair, a name of None meaning the default for all; a request is held to the most specific
+quota that matches it, in Kafka's order. Rates are measured per (user, client-id) over
+``quota.window.num`` windows of ``quota.window.size.seconds``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from pathlib import Path
+
+from storage.files import atomic_write
+
+log = logging.getLogger("moldau.quotas")
+
+QUOTAS_FILE = "client-quotas.json"
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+KEYS_BY_ENTITY = {
+    (USER,): {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE},
+    (CLIENT_ID,): {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE},
+    (CLIENT_ID, USER): {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE},
+    (IP,): {CONNECTION_CREATION_RATE},
+}
+ANONYMOUS = "ANONYMOUS"
+
+Entity = tuple[tuple[str, str | None], ...]  # ((type, name or None for the default), ...) sorted by type
+
+
+class QuotaError(ValueError):
+    pass
+
+
+def entity_of(components: list[dict]) -> Entity:
+    """An AlterClientQuotas entity, checked as Kafka checks it (QuotaError: INVALID_REQUEST)."""
+    entity = tuple(sorted((c["entity_type"], c["entity_name"]) for c in components))
+    types = tuple(t for t, _ in entity)
+    if types not in KEYS_BY_ENTITY:
+        raise QuotaError(f"invalid quota entity {types}: user, client-id, both, or ip")
+    return entity
+
+
+def _lookup_order(user: str, client_id: str) -> list[Entity]:
+    """Kafka's precedence, most specific first (the default quota callback)."""
+    return [
+        ((CLIENT_ID, client_id), (USER, user)), ((CLIENT_ID, None), (USER, user)), ((USER, user),),
+        ((CLIENT_ID, client_id), (USER, None)), ((CLIENT_ID, None), (USER, None)), ((USER, None),),
+        ((CLIENT_ID, client_id),), ((CLIENT_ID, None),),
+    ]
+
+
+class _Rate:
+    """A sum over the last ``windows`` windows of ``size_s`` seconds, as a rate per second."""
+
+    def __init__(self, windows: int, size_s: float) -> None:
+        self.windows, self.size_s = windows, size_s
+        self.samples: deque[list] = deque()  # [window start, amount]
+
+    def record(self, amount: float, now: float) -> None:
+        start = now - now % self.size_s
+        if not self.samples or self.samples[-1][0] != start:
+            self.samples.append([start, 0.0])
+        self.samples[-1][1] += amount
+        while self.samples[0][0] <= now - self.windows * self.size_s:
+            self.samples.popleft()
+
+    def rate(self, now: float) -> float:
+        total = sum(amount for start, amount in self.samples if start > now - self.windows * self.size_s)
+        # like Kafka, over the elapsed windows, never less than all but one of them
+        elapsed = max(now - self.samples[0][0], (self.windows - 1) * self.size_s) if self.samples else 1.0
+        return total / elapsed
+
+
+class ClientQuotas:
+    def __init__(self, log_dir: Path, windows: int = 11, window_size_s: float = 1.0) -> None:
+        self.path = Path(log_dir) / QUOTAS_FILE
+        self.windows, self.window_size_s = windows, window_size_s
+        self.values: dict[Entity, dict[str, float]] = {}
+        self._rates: dict[tuple[str, str, str], _Rate] = {}
+        if self.path.exists():
+            for item in json.loads(self.path.read_text()):
+                self.values[tuple((t, n) for t, n in item["entity"])] = dict(item["values"])
+
+    # --- the values ----------------------------------------------------------
+
+    def alter(self, entity: Entity, ops: list[dict], validate_only: bool) -> None:
+        """Apply one entity's set/remove operations; QuotaError for a key Kafka refuses."""
+        allowed = KEYS_BY_ENTITY[tuple(t for t, _ in entity)]
+        values = dict(self.values.get(entity, {}))
+        for op in ops:
+            key = op["key"]
+            if key not in allowed:
+                raise QuotaError(f"{key} is not a quota of {'/'.join(t for t, _ in entity)}")
+            if op["remove"]:
+                values.pop(key, None)
+            elif not op["value"] > 0:
+                raise QuotaError(f"{key} must be positive, got {op['value']}")
+            else:
+                values[key] = float(op["value"])
+        if validate_only:
+            return
+        if values:
+            self.values[entity] = values
+        else:
+            self.values.pop(entity, None)
+
+    def save(self) -> None:
+        atomic_write(self.path, json.dumps(
+            [{"entity": list(map(list, e)), "values": v} for e, v in self.values.items()], indent=1).encode())
+
+    def quota(self, key: str, user: str, client_id: str) -> float | None:
+        for entity in _lookup_order(user, client_id):
+            value = self.values.get(entity, {}).get(key)
+            if value is not None:
+                return value
+        return None
+
+    # --- measuring -------------------------------------------------------------
+
+    def record(self, key: str, user: str, client_id: str, amount: float, now: float | None = None) -> int:
+        """Count ``amount`` against the client's ``key`` quota; the throttle time in ms (0: within it)."""
+        bound = self.quota(key, user, client_id)
+        if bound is None:
+            return 0
+        now = time.monotonic() if now is None else now
+        rate = self._rates.setdefault((key, user, client_id), _Rate(self.windows, self.window_size_s))
+        rate.record(amount, now)
+        return self._throttle_ms(rate.rate(now), bound)
+
+    def exceeded(self, key: str, user: str, client_id: str, now: float | None = None) -> int:
+        """Throttle time in ms if the client is over its ``key`` quota already (KIP-599's strict check)."""
+        bound = self.quota(key, user, client_id)
+        rate = self._rates.get((key, user, client_id))
+        if bound is None or rate is None:
+            return 0
+        return self._throttle_ms(rate.rate(time.monotonic() if now is None else now), bound)
+
+    def _throttle_ms(self, rate: float, bound: float) -> int:
+        if rate <= bound:
+            return 0
+        window_ms = self.windows * self.window_size_s * 1000
+        return int(min((rate - bound) / bound * window_ms, window_ms))
+
+
+def user_of(session) -> str:
+    """The quota user of a connection: its principal's name (ANONYMOUS without authentication)."""
+    principal = getattr(session, "principal", None) or ""
+    return principal.split(":", 1)[1] if principal.startswith("User:") else ANONYMOUS
+
+
+def _fetched_bytes(result: dict) -> int:
+    return sum(len(p["records"] or b"") for t in result["responses"] for p in t["partitions"])
+
+
+def client_quota_throttle(quotas: ClientQuotas, api: str, header, result: dict | None,
+                          request_bytes: int, handled_s: float) -> int:
+    """Record one request against its client's quotas; the longest throttle time they give (ms)."""
+    if not quotas.values:
+        return 0
+    user, client_id = user_of(header.session), header.client_id or ""
+    throttle = quotas.record(REQUEST_PERCENTAGE, user, client_id, handled_s * 100)
+    if api == "Produce":
+        throttle = max(throttle, quotas.record(PRODUCER_BYTE_RATE, user, client_id, request_bytes))
+    elif api == "Fetch" and result is not None:
+        throttle = max(throttle, quotas.record(CONSUMER_BYTE_RATE, user, client_id, _fetched_bytes(result)))
+    return throttle
+
+
+QUOTA_EXCEEDED = "The throttling quota has been exceeded."
+
+
+class ControllerMutations:
+    """KIP-599's controller_mutation_rate for one request: partitions created or deleted count against
+    the client's quota. Strict (the request versions that know THROTTLING_QUOTA_EXCEEDED): a topic is
+    refused while the client is over its quota. Otherwise the mutation goes ahead and the answer is
+    throttled."""
+
+    def __init__(self, quotas: ClientQuotas, header, strict: bool) -> None:
+        self.quotas, self.strict = quotas, strict
+        self.user, self.client_id = user_of(header.session), header.client_id or ""
+        self.throttle_ms = 0
+
+    def refused(self) -> bool:
+        over = self.quotas.exceeded(CONTROLLER_MUTATION_RATE, self.user, self.client_id) if self.strict else 0
+        self.throttle_ms = max(self.throttle_ms, over)
+        return over > 0
+
+    def record(self, partitions: int) -> None:
+        throttle = self.quotas.record(CONTROLLER_MUTATION_RATE, self.user, self.client_id, partitions)
+        self.throttle_ms = max(self.throttle_ms, throttle)
