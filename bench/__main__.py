@@ -156,6 +156,9 @@ class Bench:
             self.valid.add((row.id, server.name, repeat))
         messages = outcome["metrics"].get("messages", row.messages)
         usage = meters.usage
+        if outcome["valid"]:  # per second of the measured phase, for rows that run for a set time
+            outcome["metrics"].update(broker_cpu_per_s=usage.cpu_s / max(meters.seconds, 1e-3),
+                                      client_cpu_per_s=meters.client_cpu_s / max(meters.seconds, 1e-3))
         outcome.update(
             broker={"cpu_s": usage.cpu_s, "cpu_s_per_million": usage.cpu_s / messages * 1e6,
                     "peak_rss_mib": usage.peak_rss / 2**20},

@@ -155,7 +155,24 @@ def targets(result: dict) -> str:
             out.append(_check("end-to-end p99 at light load", primary(row, SUBJECT), 5.0, False, " ms", mine))
         elif row["kind"] == "small-requests":
             out.append(_check("small produce requests", primary(row, SUBJECT), 20_000, True, " req/s", mine))
+        elif row["kind"] == "follow" and row["params"]["consumer"] == "sessions":
+            out.append(_session_saving(result["rows"], row))
     return "\n".join(out)
+
+
+def _session_saving(rows: list[dict], sessions: dict) -> str:
+    """Broker CPU a 2,000-partition consumer costs (its row less the producer-alone row), sessionless over
+    sessions: the goal is at least 5x."""
+    follow = {r["params"]["consumer"]: r for r in rows if r["kind"] == "follow"}
+    cost = {}
+    for consumer in ("sessions", "sessionless"):
+        alone, row = primary(follow.get("none", {"servers": {}}), SUBJECT), follow.get(consumer)
+        value = row and primary(row, SUBJECT)
+        cost[consumer] = value - alone if value is not None and alone is not None else None
+    saving = (cost["sessionless"] / cost["sessions"]
+              if cost["sessionless"] is not None and cost["sessions"] and cost["sessions"] > 0 else None)
+    noise = max(spread(r, SUBJECT) for r in follow.values())
+    return _check("broker CPU of a 2,000-partition consumer, sessionless / sessions", saving, 5.0, True, "x", noise)
 
 
 # --- files -----------------------------------------------------------------------

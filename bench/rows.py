@@ -24,6 +24,10 @@ KINDS = {
     "latency": Kind("p99_ms", "ms p99", (("p50_ms", "ms p50"), ("p999_ms", "ms p99.9"), ("samples", "samples")),
                     higher_is_better=False),
     "small-requests": Kind("requests_per_s", "req/s", profiled=True),
+    "follow": Kind("broker_cpu_per_s", "broker CPU s/s", (("client_cpu_per_s", "client CPU s/s"),
+                                                           ("consumer_cpu_per_s", "fetch loop CPU s/s"),
+                                                           ("fetches_per_s", "fetches/s")),
+                   higher_is_better=False, profiled=True),
 }
 
 
@@ -71,6 +75,12 @@ def plan(quick: bool) -> list[Row]:
     per = 20_000 // scale
     rows.append(Row(f"small requests, 8 producers x {per:,}", "small-requests",
                     {"producers": 8, "count_per_producer": per, "size": 100}, 8 * per))
+    seconds = 8 if quick else 20
+    for consumer in ("none", "sessions", "sessionless"):
+        label = "producer alone" if consumer == "none" else f"consumer, {consumer}"
+        rows.append(Row(f"2,000 partitions x 10 msg/s, {label}", "follow",
+                        {"partitions": 2000, "rate": 10, "seconds": seconds, "consumer": consumer},
+                        2000 * 10 * seconds))
     return rows
 
 

@@ -131,19 +131,19 @@ def api_versions(bootstrap: str) -> dict[str, tuple[int, int]]:
     host, _, port = bootstrap.rpartition(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(encode_request("ApiVersions", 0, 1, "moldau-bench", {}))
-        frame = _read_frame(sock)
+        frame = read_frame(sock)
     _, body = decode_response("ApiVersions", 0, frame)
     return {API_NAMES.get(k["api_key"], str(k["api_key"])): (k["min_version"], k["max_version"])
             for k in body["api_keys"]}
 
 
-def _read_frame(sock: socket.socket) -> bytes:
+def read_frame(sock: socket.socket) -> bytes:
     def exactly(n: int) -> bytes:
         data = b""
         while len(data) < n:
             chunk = sock.recv(n - len(data))
             if not chunk:
-                raise TargetError("connection closed during ApiVersions")
+                raise TargetError("the server closed the connection")
             data += chunk
         return data
 

@@ -11,12 +11,19 @@ from __future__ import annotations
 import json
 import math
 import random
+import socket
 import sys
+import threading
 import time
 from typing import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from protocol import frames
+from protocol.records import read_header
+
+from .targets import read_frame
 
 POOL = 1024  # distinct payloads per run, cycled
 BATCH = 10_000  # messages per Consumer.consume() call
@@ -300,6 +307,124 @@ def small_requests(spec: dict, warnings: list[str]) -> dict:
     return {"requests_per_s": total / elapsed, "seconds": elapsed}
 
 
+def follow(spec: dict, warnings: list[str]) -> dict:
+    """A consumer of ``partitions`` partitions while ``rate`` messages a second go to each, for ``seconds``.
+
+    librdkafka never opens a fetch session (KIP-227), so the consumer here is a plain fetch loop on
+    the project's codec, the same either way: ``consumer`` "sessions" sends a full fetch once and then
+    incremental ones naming only the partitions whose position moved, "sessionless" sends full fetches
+    (epoch -1), "none" leaves the producer alone (what the broker spends on the producer, to take off
+    the others). Fetches wait as librdkafka's do (500 ms, min 1 byte). The producer (confluent-kafka,
+    linger.ms=5) runs in a thread; ``consumer_cpu_per_s`` is the fetch loop's own CPU. Afterwards
+    every record is read back (for "none" too).
+    """
+    parts, rate, seconds, topic = spec["partitions"], spec["rate"], spec["seconds"], spec["topic"]
+    ensure_topic(spec, parts)
+    errors: list[str] = []
+    # a first record in every partition, read before the clock starts: every partition is ready
+    # to take records and the session (if any) has been opened
+    warmup = Producer(client_config(spec, **{"acks": 1, "linger.ms": 5, "error_cb": lambda e: errors.append(str(e))}))
+    for p in range(parts):
+        send(warmup, topic, b"first", p)
+    flush(warmup, 60)
+    produced = [1] * parts
+    fetcher = SessionFetcher(spec["bootstrap"], topic, parts, spec["consumer"] == "sessions")
+    drain(fetcher, produced)
+    stop = threading.Event()
+
+    def produce_paced() -> None:
+        p = Producer(client_config(spec, **{"acks": 1, "linger.ms": 5, "error_cb": lambda e: errors.append(str(e))}))
+        value, i, per_tick, started = payloads(100)[0], 0, parts * rate // 100, time.monotonic()
+        tick = 0
+        while not stop.is_set():
+            for _ in range(per_tick):
+                send(p, topic, value, i % parts)
+                produced[i % parts] += 1
+                i += 1
+            p.poll(0)
+            tick += 1
+            time.sleep(max(0.0, started + tick / 100 - time.monotonic()))
+        flush(p, 30)
+
+    producer = threading.Thread(target=produce_paced, daemon=True)
+    start = phase_start(spec)
+    cpu = time.thread_time()
+    producer.start()
+    consumed = fetches = 0
+    if spec["consumer"] == "none":
+        time.sleep(seconds)
+    while time.perf_counter() - start < seconds:
+        consumed += fetcher.fetch()
+        fetches += 1
+    consumer_cpu = time.thread_time() - cpu
+    elapsed = phase_end(spec) - start
+    stop.set()
+    producer.join(60)
+    fail_on_errors(errors)
+    consumed += drain(fetcher, produced)
+    sent = sum(produced) - parts
+    if consumed != sent:
+        raise Invalid(f"consumed {consumed} of {sent} messages")
+    return {"msgs_per_s": sent / elapsed, "fetches_per_s": fetches / elapsed,
+            "consumer_cpu_per_s": consumer_cpu / elapsed, "messages": sent, "seconds": elapsed}
+
+
+def drain(fetcher: "SessionFetcher", produced: list[int]) -> int:
+    """Fetch until every position reaches what was produced; the records that took."""
+    got, deadline = 0, time.monotonic() + 60
+    while fetcher.offsets != produced:
+        if time.monotonic() > deadline:
+            raise Invalid(f"positions reached {sum(fetcher.offsets)} of {sum(produced)} messages")
+        got += fetcher.fetch()
+    return got
+
+
+class SessionFetcher:
+    """Fetch requests for every partition of a topic, in a fetch session or sessionless."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, sessions: bool) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)))
+        self.topic, self.sessions = topic, sessions
+        self.offsets = [0] * partitions
+        self.moved = set(range(partitions))  # to name in the next incremental fetch
+        self.session_id, self.epoch = 0, 0 if sessions else -1
+        self.correlation_id = 0
+        self.max_wait_ms = 500
+
+    def fetch(self) -> int:
+        """One Fetch; the number of records it brought."""
+        named = self.moved if self.session_id else range(len(self.offsets))
+        self.correlation_id += 1
+        self.sock.sendall(frames.encode_request("Fetch", 12, self.correlation_id, "bench", {
+            "replica_id": -1, "max_wait_ms": self.max_wait_ms, "min_bytes": 1, "max_bytes": 52428800, "isolation_level": 0,
+            "session_id": self.session_id, "session_epoch": self.epoch, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": self.topic, "partitions": [
+                {"partition": p, "current_leader_epoch": -1, "fetch_offset": self.offsets[p], "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1048576} for p in sorted(named)]}]}))
+        _, response = frames.decode_response("Fetch", 12, read_frame(self.sock))
+        if response["error_code"]:
+            raise Invalid(f"Fetch error {response['error_code']} in session {self.session_id} epoch {self.epoch}")
+        if self.sessions:
+            self.session_id = response["session_id"]
+            self.epoch = self.epoch + 1 if self.session_id else 0
+        self.moved = set()
+        got = 0
+        for topic in response["responses"]:
+            for part in topic["partitions"]:
+                if part["error_code"]:
+                    raise Invalid(f"Fetch error {part['error_code']} on partition {part['partition_index']}")
+                records, index, position = part["records"] or b"", part["partition_index"], 0
+                while position < len(records):
+                    header = read_header(records, position)
+                    if header.next_offset > self.offsets[index]:
+                        got += header.next_offset - max(header.base_offset, self.offsets[index])
+                        self.offsets[index] = header.next_offset
+                        self.moved.add(index)
+                    position += header.size
+        return got
+
+
 def transactions(spec: dict, warnings: list[str]) -> dict:
     """``transactions`` committed transactions of ``per_transaction`` messages each, one partition."""
     txs, per, size, topic = spec["transactions"], spec["per_transaction"], spec["size"], spec["topic"]
@@ -334,7 +459,7 @@ def count_committed(spec: dict, expected: int) -> int:
     return got
 
 
-WORKLOADS = {f.__name__.replace("_", "-"): f for f in (produce, consume, latency, small_requests, transactions)}
+WORKLOADS = {f.__name__.replace("_", "-"): f for f in (produce, consume, latency, small_requests, transactions, follow)}
 
 
 def run(spec: dict) -> dict:

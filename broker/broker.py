@@ -19,7 +19,6 @@ from .delayed_fetch import FetchPurgatory
 from .descriptors import Budget
 from .fetch_session import FetchSessionCache
 from .group import GroupCoordinator
-from .log_read import TopicPartition
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 from .transaction import TransactionCoordinator
 
@@ -177,7 +176,9 @@ class Broker:
     # ---- fetch long-poll ------------------------------------------------------
 
     def notify_append(self, topic: str, partition: int) -> None:
-        self.fetch_purgatory.check_and_complete(TopicPartition(topic, partition))
+        log_ = self.logs.log(topic, partition)
+        if log_ is not None:
+            self.fetch_purgatory.check_and_complete(log_)
 
 
 def _remove_files(files) -> None:

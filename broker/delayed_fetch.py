@@ -1,19 +1,21 @@
 """Fetches parked until they have min_bytes to return or max_wait_ms has passed (Kafka's DelayedFetch).
 
-A parked fetch is watched under each of its partitions. An append to one of
-them re-checks only that partition, and cheaply: if the end a reader may see
-has not moved (an open transaction holds read_committed back) nothing
-happens; otherwise the bytes appended since parking are the active segment's
-growth, no read needed. Once the estimate reaches min_bytes (or a change
-cannot be sized that way: a roll, a moved last stable offset) the fetch
-completes and its handler reads once. The handler's task awaits
-``completed``; cancelling it (its connection closed) takes the fetch out of
-the purgatory.
+A parked fetch is watched under each of its topics. An append re-checks only
+the appended partition, and cheaply, by comparing offsets: the parked fetch
+found nothing, so with min_bytes 1 (every client's default) the end a reader
+may see moving past the fetch offset completes it; an end that has not moved
+(an open transaction holds read_committed back) changes nothing. For a
+larger min_bytes the bytes appended since parking are the active segment's
+growth, no read needed; a change that cannot be sized that way (a roll, a
+moved last stable offset) completes the fetch. The handler then reads once.
+Its task awaits ``completed``; cancelling it (its connection closed) takes
+the fetch out of the purgatory.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass
 
 from storage.log import Log
@@ -23,11 +25,9 @@ from .log_read import FetchPartition, TopicPartition, fetchable_end, partition_l
 
 
 @dataclass(slots=True)
-class _Watched:
-    """Where a partition's log ended when the fetch parked."""
+class _End:
+    """Where a partition's log ended when the fetch parked (for min_bytes past one)."""
 
-    log: Log
-    partition_max_bytes: int
     end: int  # what fetchable_end said
     segment_base: int  # the active segment then
     position: int  # and its size
@@ -37,31 +37,45 @@ class _Watched:
 class DelayedFetch:
     def __init__(self, logs: LogManager, wanted: dict[TopicPartition, FetchPartition], isolation: int,
                  min_bytes: int, found: int):
+        self.wanted = wanted
         self.isolation = isolation
         self.min_bytes = min_bytes
         self.accumulated = found  # bytes the last read found, plus appends since
-        self.watched: dict[TopicPartition, _Watched] = {}  # by topic name
-        for key, want in wanted.items():
-            log_ = partition_log(logs, key)
-            if log_ is not None:
-                active = log_.active_segment
-                self.watched[TopicPartition(log_.topic, log_.partition)] = _Watched(
-                    log_, want.partition_max_bytes, fetchable_end(log_, isolation), active.base_offset, active.size)
+        # the topics watched, by name, with the key the request uses for each (a name, or a topic id)
+        self.topics: dict[str, str | uuid.UUID] = {}
+        for topic in {key.topic for key in wanted}:
+            found_topic = logs.topic_by_id(topic) if isinstance(topic, uuid.UUID) else logs.topic(topic)
+            if found_topic is not None:
+                self.topics[found_topic.name] = topic
+        # a parked fetch found nothing: with min_bytes 1 (clients' default) any end moving past a fetch
+        # offset completes it; a larger min_bytes needs each end's position to size the appends
+        self.ends: dict[TopicPartition, _End] = {}
+        if min_bytes > 1:
+            for key in wanted:
+                log_ = partition_log(logs, key)
+                if log_ is not None:
+                    active = log_.active_segment
+                    self.ends[key] = _End(fetchable_end(log_, isolation), active.base_offset, active.size)
         self.completed: asyncio.Future = asyncio.get_running_loop().create_future()
 
-    def try_complete(self, key: TopicPartition) -> bool:
-        """Re-check after an append to ``key``; True (and ``completed`` set) once there is enough to return."""
-        w = self.watched[key]
-        log_ = w.log
+    def try_complete(self, log_: Log) -> bool:
+        """Re-check after an append to ``log_``; True (and ``completed`` set) once there is enough to return."""
+        key = TopicPartition(self.topics.get(log_.topic), log_.partition)
+        want = self.wanted.get(key)
+        if want is None:
+            return False
         end = fetchable_end(log_, self.isolation)
-        if end == w.end:
+        if self.min_bytes <= 1:
+            return end > want.fetch_offset and self.force_complete()
+        parked = self.ends.get(key)
+        if parked is None or end == parked.end:
             return False
         active = log_.active_segment
-        if end != log_.log_end_offset or active.base_offset != w.segment_base:
+        if end != log_.log_end_offset or active.base_offset != parked.segment_base:
             return self.force_complete()
-        appended = min(active.size - w.position, w.partition_max_bytes)
-        self.accumulated += appended - w.counted
-        w.counted = appended
+        appended = min(active.size - parked.position, want.partition_max_bytes)
+        self.accumulated += appended - parked.counted
+        parked.counted = appended
         return self.accumulated >= self.min_bytes and self.force_complete()
 
     def force_complete(self) -> bool:
@@ -71,15 +85,16 @@ class DelayedFetch:
 
 
 class FetchPurgatory:
-    """Parked fetches, watched by partition (Kafka's DelayedOperationPurgatory for fetches)."""
+    """Parked fetches, watched by topic (Kafka's DelayedOperationPurgatory for fetches, which keys by
+    partition: by topic, parking a fetch of thousands of partitions costs a few dictionary entries)."""
 
     def __init__(self) -> None:
-        self._watchers: dict[TopicPartition, set[DelayedFetch]] = {}
+        self._watchers: dict[str, set[DelayedFetch]] = {}
 
     async def park(self, delayed: DelayedFetch, max_wait_s: float) -> None:
         """Wait until ``delayed`` completes or ``max_wait_s`` passes."""
-        for key in delayed.watched:
-            self._watchers.setdefault(key, set()).add(delayed)
+        for name in delayed.topics:
+            self._watchers.setdefault(name, set()).add(delayed)
         timer = asyncio.get_running_loop().call_later(max_wait_s, delayed.force_complete)
         try:
             await delayed.completed
@@ -87,17 +102,17 @@ class FetchPurgatory:
             timer.cancel()
             self._remove(delayed)
 
-    def check_and_complete(self, key: TopicPartition) -> None:
-        """An append to ``key``: re-check the fetches watching it; completed ones stop being watched."""
-        watchers = self._watchers.get(key)
+    def check_and_complete(self, log_: Log) -> None:
+        """An append to ``log_``: re-check the fetches watching its topic; completed ones stop being watched."""
+        watchers = self._watchers.get(log_.topic)
         if watchers:
-            for delayed in [d for d in watchers if d.try_complete(key)]:
+            for delayed in [d for d in watchers if d.try_complete(log_)]:
                 self._remove(delayed)
 
     def _remove(self, delayed: DelayedFetch) -> None:
-        for key in delayed.watched:
-            watchers = self._watchers.get(key)
+        for name in delayed.topics:
+            watchers = self._watchers.get(name)
             if watchers is not None:
                 watchers.discard(delayed)
                 if not watchers:
-                    del self._watchers[key]
+                    del self._watchers[name]

@@ -24,8 +24,10 @@ import random
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from storage.log_manager import LogManager
+
 from .errors import ErrorCode
-from .log_read import FetchPartition, PartitionData, TopicPartition
+from .log_read import FetchPartition, PartitionData, TopicPartition, partition_log
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -146,13 +148,33 @@ class FetchContext:
 
     def __init__(self, partitions: dict[TopicPartition, FetchPartition], error: int = ErrorCode.NONE,
                  session: FetchSession | None = None, create_in: FetchSessionCache | None = None,
-                 privileged: bool = False, uses_topic_ids: bool = False) -> None:
-        self.partitions = partitions  # to read, in order
+                 privileged: bool = False, uses_topic_ids: bool = False, named=()) -> None:
+        self.partitions = partitions  # the fetch's partitions, in order
         self.error = error
         self._session = session  # incremental
+        self._named = named  # what an incremental request named
         self._cache = create_in  # full: open a session with the response
         self._privileged = privileged
         self._uses_topic_ids = uses_topic_ids
+
+    def to_read(self, logs: LogManager) -> dict[TopicPartition, FetchPartition]:
+        """The partitions to read now. An incremental fetch leaves out those it need not list: not named by
+        the request, the client's position at the high watermark it was last told, that and the log start
+        unchanged. Kafka reads them all; in Python skipping them is most of what a session saves."""
+        session = self._session
+        if session is None:
+            return self.partitions
+        named = self._named
+        read = {}
+        for key, cached in session.partitions.items():
+            want = cached.request
+            if key not in named and want.fetch_offset == cached.high_watermark:
+                log_ = partition_log(logs, key)
+                if (log_ is not None and log_.high_watermark == cached.high_watermark
+                        and log_.log_start_offset == cached.log_start_offset):
+                    continue
+            read[key] = want
+        return read
 
     def respond(self, found: dict[TopicPartition, PartitionData], now_ms: int) -> tuple[int, dict]:
         """(the response's session id, the partitions it lists)."""
@@ -196,4 +218,5 @@ def new_context(cache: FetchSessionCache, session_id: int, epoch: int, wanted: d
         return FetchContext(wanted)
     cache.touch(session, now_ms)
     session.epoch = next_epoch(session.epoch)
-    return FetchContext({key: cached.request for key, cached in session.partitions.items()}, session=session)
+    return FetchContext({key: cached.request for key, cached in session.partitions.items()}, session=session,
+                        named=wanted)

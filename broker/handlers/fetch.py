@@ -52,18 +52,18 @@ def handle(broker, request, header):
         return _response(context, {})
     isolation = request["isolation_level"]
     max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
-    found, total = read_from_logs(broker.logs, context.partitions, isolation, max_bytes)
+    found, total = read_from_logs(broker.logs, context.to_read(broker.logs), isolation, max_bytes)
     if total >= request["min_bytes"] or request["max_wait_ms"] <= 0:
         return _response(context, found)
     delayed = DelayedFetch(broker.logs, context.partitions, isolation, request["min_bytes"], total)
-    if not delayed.watched:
+    if not delayed.topics:
         return _response(context, found)
     return _complete_later(broker, context, delayed, max_bytes, request["max_wait_ms"])
 
 
 async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, max_bytes: int, max_wait_ms: int):
     await broker.fetch_purgatory.park(delayed, max_wait_ms / 1000)
-    found, _ = read_from_logs(broker.logs, context.partitions, delayed.isolation, max_bytes)
+    found, _ = read_from_logs(broker.logs, context.to_read(broker.logs), delayed.isolation, max_bytes)
     return _response(context, found)
 
 

@@ -9,10 +9,16 @@ size") and keeps refetching the same thing.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
+from helpers import fetch_requests, wire
+from helpers.bystander import produce_body
 from helpers.kafka import consume_until, consumer, create_topic, flush, producer
+from protocol import frames
+from protocol.records import build_batch
 
 TOPIC = "kip74"
 VALUE_SIZE = 900_000  # two such batches do not fit in fetch.max.bytes
@@ -36,3 +42,24 @@ def test_only_the_first_partition_may_exceed_fetch_max_bytes(broker):
         c.close()
     assert {part: [m[2][0] for m in msgs] for part, msgs in got.items()} == {0: [0, 1], 1: [2, 3]}
     assert not [e for e in errors if "Invalid response size" in e], errors
+
+
+@pytest.mark.timeout(60)
+def test_a_fetch_waits_for_min_bytes_across_appends(broker):
+    """A parked Fetch sizes each append by the segment's growth and answers once min_bytes are there,
+    long before max_wait_ms, with everything appended meanwhile."""
+    create_topic(broker.bootstrap, TOPIC, partitions=1)
+    request = fetch_requests.fetch_request(1, TOPIC, [0], max_wait_ms=30_000, min_bytes=5_000)
+    with wire.connect(broker.port) as consumer_socket, wire.WireClient(broker.port) as c:
+        consumer_socket.sendall(request)
+        for _ in range(3):
+            time.sleep(0.3)
+            consumer_socket.settimeout(0)
+            with pytest.raises(BlockingIOError):  # not answered before 5,000 bytes are there
+                consumer_socket.recv(1)
+            r = c.request("Produce", 9, produce_body(TOPIC, build_batch([(None, bytes(2000))])))
+            assert r["responses"][0]["partition_responses"][0]["error_code"] == 0
+        consumer_socket.settimeout(10)
+        _, response = frames.decode_response("Fetch", 11, wire.recv_frame(consumer_socket))
+    records = response["responses"][0]["partitions"][0]["records"]
+    assert len(records) > 6000
