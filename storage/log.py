@@ -9,7 +9,7 @@ import time
 import uuid
 from bisect import bisect_right
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from protocol.records import (
     CONTROL_ABORT,
@@ -107,6 +107,7 @@ class Log:
         needs_recovery: bool = False,
         topic_id: uuid.UUID | None = None,
         now_ms: int | None = None,
+        on_segment_recovered: Callable[[int], None] | None = None,
     ) -> None:
         parsed = parse_partition_dir(directory.name)
         if parsed is None:
@@ -122,7 +123,7 @@ class Log:
         self.topic_id = self._init_topic_id(topic_id)
         self._segments: list[LogSegment] = []
         self.recovery_point = recovery_point
-        self._load_segments(needs_recovery, now_ms)
+        self._load_segments(needs_recovery, now_ms, on_segment_recovered)
         # DeleteRecords can put the log start inside the first segment; retention only at a segment base
         self._log_start_offset = min(max(log_start_offset, self._segments[0].base_offset), self.log_end_offset)
         if needs_recovery:
@@ -145,7 +146,10 @@ class Log:
             raise InconsistentMetadata(f"{self.name} belongs to topic id {stored}, not {topic_id}")
         return stored
 
-    def _load_segments(self, needs_recovery: bool, now_ms: int) -> None:
+    def _load_segments(self, needs_recovery: bool, now_ms: int,
+                       on_segment_recovered: Callable[[int], None] | None) -> None:
+        """Open the segments; with ``needs_recovery`` check those from the recovery point on, telling
+        ``on_segment_recovered`` each one's size (recovery progress)."""
         for leftover in self.directory.glob("*" + DELETED_SUFFIX):
             leftover.unlink()  # removed by retention; the crash came before file.delete.delay.ms ran out
         for cleaned in self.directory.glob("*" + LOG_SUFFIX + CLEANED_SUFFIX):
@@ -165,6 +169,8 @@ class Log:
         recover_from = self._segment_index(self.recovery_point) if needs_recovery else len(self._segments)
         for i, segment in enumerate(self._segments):
             truncation = segment.recover() if i >= recover_from else self._load_flushed(segment)
+            if i >= recover_from and on_segment_recovered:
+                on_segment_recovered(segment.size)
             if truncation is not None:
                 self.repairs.append(str(truncation))
                 # Later segments start after the damage, so they cannot be trusted to follow on.

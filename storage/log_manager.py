@@ -91,7 +91,7 @@ class LogManager:
         directories = [child for child in sorted(self.log_dir.iterdir()) if child.is_dir()]
         recovery = None if clean or not directories else _Recovery(self.log_dir, directories, recovery_points, progress_every_s)
         for child in directories:
-            self._load_partition_dir(child, clean, recovery_points, log_starts, repairs)
+            self._load_partition_dir(child, clean, recovery_points, log_starts, repairs, recovery)
             if recovery:
                 recovery.checked(child)
         if recovery:
@@ -137,6 +137,7 @@ class LogManager:
         recovery_points: dict[TopicPartition, int],
         log_starts: dict[TopicPartition, int],
         repairs: list[str],
+        recovery: _Recovery | None,
     ) -> None:
         if directory.name.endswith(DELETE_SUFFIX):
             shutil.rmtree(directory)  # a topic deletion that a crash interrupted
@@ -158,6 +159,7 @@ class LogManager:
             log_start_offset=log_starts.get(key, 0),
             needs_recovery=not clean,
             topic_id=topic.topic_id,
+            on_segment_recovered=recovery.segment_recovered if recovery else None,
         )
         self._logs[key] = log
         if log.repair_summary:
@@ -424,11 +426,16 @@ class _Recovery:
         log.warning("%s was not shut down cleanly (no %s): recovering %d partitions, checking %s from their "
                     "recovery points", log_dir, CLEAN_SHUTDOWN_FILE, len(self.sizes), _mib(self.total))
 
+    def segment_recovered(self, size: int) -> None:
+        self.bytes_done += size
+        self._report_progress()
+
     def checked(self, directory: Path) -> None:
-        if directory not in self.sizes:
-            return
-        self.partitions_done += 1
-        self.bytes_done += self.sizes[directory]
+        if directory in self.sizes:
+            self.partitions_done += 1
+            self._report_progress()
+
+    def _report_progress(self) -> None:
         now = time.monotonic()
         if now - self.reported >= self.progress_every_s and self.partitions_done < len(self.sizes):
             self.reported = now
