@@ -13,13 +13,15 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from confluent_kafka import TopicPartition
 
 from helpers.kafka import consumer, create_topic
 from helpers.reliability import budget
 
 PARTITIONS = 100
-SEGMENT_BYTES = 50_000  # offsets.topic.segment.bytes: the tail a restart still replays uncleaned
+# offsets.topic.segment.bytes: the tail a restart still replays uncleaned
+SEGMENT_BYTES = int(budget(50_000, 1_000_000))
 
 
 def _records_loaded(broker) -> int:
@@ -29,6 +31,7 @@ def _records_loaded(broker) -> int:
     return int(match[1])
 
 
+@pytest.mark.timeout(budget(180, 1800))
 def test_restart_replays_only_live_offsets(start_broker):
     commits = int(budget(200, 20_000, "MOLDAU_CHAOS_OFFSET_COMMITS"))  # each of PARTITIONS offsets
     broker = start_broker({"offsets.topic.num.partitions": 1, "offsets.topic.segment.bytes": SEGMENT_BYTES,
