@@ -16,11 +16,13 @@ A pass over one log has three steps:
 
 A record goes if a later record has its key, if it has no key, if it belongs
 to an aborted transaction, or if it is a tombstone in a segment older than
-delete.retention.ms. Transaction markers stay: a read_committed reader told
-of an aborted transaction skips its producer's records until the abort
-marker, and the transaction index entry that tells it lives on. A producer's
-last batch is kept, emptied if need be, so its state can always be rebuilt
-from the log. Offsets never change.
+delete.retention.ms. A transaction marker goes once no batch of its
+transaction is left and its segment is older than delete.retention.ms
+(Kafka's rule); an abort marker takes its transaction index entry with it,
+since a read_committed reader told of an aborted transaction skips that
+producer's records until it meets the marker. A producer's last batch is
+kept, emptied if need be, so its state can always be rebuilt from the log
+(and the marker of its last transaction stays). Offsets never change.
 
 Reads and writes together are held to log.cleaner.io.max.bytes.per.second.
 How far each log has been cleaned is kept in ``cleaner-offset-checkpoint``.
@@ -44,7 +46,7 @@ from protocol.records import (
 from storage.log import CLEANED_SUFFIX, Log
 from storage.log_manager import LogManager
 from storage.segment import BATCH_CHUNK, LogSegment, whole_batches_length
-from storage.txn_index import AbortedTxn
+from storage.txn_index import AbortedTxn, TransactionIndex
 
 TopicPartition = tuple[str, int]
 
@@ -98,6 +100,8 @@ class CleaningPass:
     aborted: list[AbortedTxn]
     last_batches: dict[int, int]  # producer id -> last offset of its last batch
     cleaned: list[tuple[_Source, Path]] = field(default_factory=list)
+    # producer id -> whether a batch of its transaction under way (in log order) is kept
+    txn_kept: dict[int, bool] = field(default_factory=dict)
     bytes_read: int = 0
     bytes_written: int = 0
     records_removed: int = 0
@@ -183,20 +187,27 @@ class LogCleaner:
 
         out: list[bytes] = []
         changed = False
+        dropped_markers: set[int] = set()
         for hdr, batch in self._batches(plan, source):
             last = hdr.producer_id != NO_PRODUCER_ID and plan.last_batches.get(hdr.producer_id) == hdr.last_offset
             if hdr.is_control:
-                kept = batch
+                kept = None if expired and not plan.txn_kept.pop(hdr.producer_id, False) else batch
+                if kept is None:
+                    dropped_markers.add(hdr.base_offset)
             elif _aborted(plan, hdr):
                 plan.records_removed += hdr.records_count
                 kept = filter_batch(batch, lambda r: False, keep_empty=True) if last else None
             else:
                 kept = filter_batch(batch, keep, keep_empty=last)
+            if hdr.is_transactional and not hdr.is_control:
+                plan.txn_kept[hdr.producer_id] = plan.txn_kept.get(hdr.producer_id, False) or kept is not None
             changed |= kept is not batch
             if kept is not None:
                 out.append(kept)
         if not changed:
             return
+        if dropped_markers:
+            self._write_txn_index(source, dropped_markers)
         cleaned = source.path.with_name(source.path.name + CLEANED_SUFFIX)
         data = b"".join(out)
         with open(cleaned, "wb") as f:
@@ -206,6 +217,19 @@ class LogCleaner:
         self.throttler.take(len(data))
         plan.bytes_written += len(data)
         plan.cleaned.append((source, cleaned))
+
+    @staticmethod
+    def _write_txn_index(source: _Source, dropped_markers: set[int]) -> None:
+        """``<base>.txnindex.cleaned``: the segment's aborted transactions but those whose marker went."""
+        index = TransactionIndex(source.segment.txn_index.path)
+        index.load()
+        cleaned = TransactionIndex(index.path.with_name(index.path.name + CLEANED_SUFFIX))
+        open(cleaned.path, "wb").close()  # exists even when no entry is left: the swap empties the index
+        for entry in index.entries:
+            if entry.last_offset not in dropped_markers:
+                cleaned.append(entry)
+        cleaned.flush()
+        cleaned.close()
 
     def _batches(self, plan: CleaningPass, source: _Source):
         """(header, bytes) of each batch of the segment as it was chosen, read through a descriptor of our own."""
@@ -238,8 +262,7 @@ class LogCleaner:
             if still_open:
                 swapped = plan.log.replace_segments([(s.segment, s.size, path) for s, path in plan.cleaned])
         finally:
-            for _, cleaned in plan.cleaned:
-                cleaned.unlink(missing_ok=True)  # not swapped: the segments stay as they were
+            self._remove_files(plan)  # those not swapped: their segments stay as they were
         if still_open:
             self.logs.cleaned_up_to(plan.key, plan.end)
         return swapped
@@ -247,8 +270,14 @@ class LogCleaner:
     def discard(self, plan: CleaningPass) -> None:
         """A pass that failed: its files go, its segments stay as they were."""
         self.busy.discard(plan.key)
-        for _, cleaned in plan.cleaned:
+        self._remove_files(plan)
+
+    @staticmethod
+    def _remove_files(plan: CleaningPass) -> None:
+        for source, cleaned in plan.cleaned:
             cleaned.unlink(missing_ok=True)
+            txn_index = source.segment.txn_index.path
+            txn_index.with_name(txn_index.name + CLEANED_SUFFIX).unlink(missing_ok=True)
 
 
 def _first_size(f, position: int) -> int:

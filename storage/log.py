@@ -30,7 +30,7 @@ from storage.errors import CorruptIndex, InconsistentMetadata, OffsetOutOfRange,
 from storage.files import decode_uuid, encode_uuid, fsync_dir, read_key_values, write_key_values
 from storage.producer_state import ProducerStateManager
 from storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, Truncation
-from storage.txn_index import AbortedTxn
+from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 PARTITION_METADATA = "partition.metadata"
 # the log cleaner writes <base>.log.cleaned, renames it <base>.log.swap (the commit point), then <base>.log
@@ -160,6 +160,9 @@ class Log:
             self._complete_swap(swap)
             self._dir_dirty = True
             self.repairs.append(f"completed the swap of the cleaned {swap.name[:-len(SWAP_SUFFIX)]}")
+        for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):  # transaction indexes of cleanings that did not commit
+            for leftover in self.directory.glob("*" + TXN_INDEX_SUFFIX + suffix):
+                leftover.unlink()
         bases = sorted(int(p.name[:20]) for p in self.directory.iterdir() if _SEGMENT_FILE.fullmatch(p.name))
         if not bases:
             self._segments.append(self._new_segment(0, now_ms))
@@ -480,6 +483,10 @@ class Log:
                    if id(segment) in positions and segment.size == size]
         swaps = []
         for segment, path in current:
+            txn_index = segment.txn_index.path
+            cleaned_txn_index = txn_index.with_name(txn_index.name + CLEANED_SUFFIX)
+            if cleaned_txn_index.exists():  # renamed first: a log .swap finds its index ready
+                cleaned_txn_index.rename(txn_index.with_name(txn_index.name + SWAP_SUFFIX))
             swaps.append(segment.log_path.with_name(segment.log_path.name + SWAP_SUFFIX))
             path.rename(swaps[-1])
         fsync_dir(self.directory)  # the commit point: a crash from here on completes each swap
@@ -495,10 +502,15 @@ class Log:
         return len(current)
 
     def _complete_swap(self, swap: Path) -> None:
-        """Replace a segment by its cleaned ``.swap`` file; its indexes are derived again."""
+        """Replace a segment by its cleaned ``.swap`` file (and its transaction index by its
+        ``.swap``, if the cleaning changed it); the offset and time indexes are derived again."""
         log_path = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
         for suffix in (".index", ".timeindex"):
             log_path.with_suffix(suffix).unlink(missing_ok=True)
+        txn_index = log_path.with_suffix(TXN_INDEX_SUFFIX)
+        txn_swap = txn_index.with_name(txn_index.name + SWAP_SUFFIX)
+        if txn_swap.exists():
+            os.replace(txn_swap, txn_index)
         os.replace(swap, log_path)
 
     # --- reading -----------------------------------------------------------

@@ -10,6 +10,7 @@ from storage.cleaner import LogCleaner
 from storage.config import LogConfig
 from storage.log import Log
 from storage.log_manager import LogManager
+from storage.txn_index import AbortedTxn
 
 NOW = 10_000_000
 SEGMENT = 3 * len(build_batch([(b"k0", b"v-000")], timestamp_ms=NOW)) + 1  # three one-record batches each
@@ -110,4 +111,38 @@ def test_a_crash_before_the_swap_leaves_the_old_segment_and_after_it_the_new(man
     reopened = Log(swapped, LogConfig(), needs_recovery=True)
     assert contents(reopened) == [(2, b"a", b"a-2"), (3, b"z", b"filler")]
     assert any("completed the swap of the cleaned 00000000000000000000.log" in r for r in reopened.repairs)
+    reopened.close()
+
+
+def test_markers_go_once_their_transactions_have_no_batch_left(manager):
+    log = compacted(manager, **{"delete.retention.ms": "1000", "segment.bytes": "1000"})
+    old = NOW - 5000
+
+    def txn(pid: int, seq: int, key: bytes, value: bytes) -> None:
+        append(log, keyed(key, value, old, producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True),
+               now_ms=old)
+
+    txn(7, 0, b"a", b"aborted")  # 0
+    log.append_marker(7, 0, 0, committed=False, now_ms=old)  # 1
+    txn(7, 1, b"b", b"b-1")  # 2: producer 7's last batch
+    log.append_marker(7, 0, 0, committed=True, now_ms=old)  # 3
+    txn(8, 0, b"c", b"c-1")  # 4, superseded by 6
+    log.append_marker(8, 0, 0, committed=True, now_ms=old)  # 5
+    append(log, keyed(b"c", b"c-2", old), now_ms=old)  # 6
+    txn(8, 1, b"d", b"d-1")  # 7: producer 8's last batch
+    log.append_marker(8, 0, 0, committed=True, now_ms=old)  # 8
+    append(log, keyed(b"z", b"f" * 900), now_ms=NOW)  # 9: rolls; the rest is one old segment
+    assert [s.base_offset for s in log.segments] == [0, 9]
+    assert log.aborted_transactions(0, 10) == [AbortedTxn(7, 0, 1, 2)]
+
+    run_pass(manager)
+    batches = [(h.base_offset, h.is_control) for h, _ in log.batches()]
+    # 0 aborted, 1 its abort marker and 5 the marker of a transaction compacted away are gone;
+    # the markers of 7's and 8's last transactions stay with their last batches
+    assert batches == [(2, False), (3, True), (6, False), (7, False), (8, True), (9, False)]
+    assert log.aborted_transactions(0, 10) == []  # the abort marker took its index entry along
+    manager.close()
+    reopened = Log(log.directory, LogConfig())
+    assert reopened.aborted_transactions(0, 10) == []
+    assert [(h.base_offset, h.is_control) for h, _ in reopened.batches()] == batches
     reopened.close()
