@@ -20,6 +20,8 @@ from .descriptors import Budget
 from .fetch_session import FetchSessionCache
 from .group import GroupCoordinator
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
+from .security.authorizer import AllowAll
+from .security.scram_credentials import CREDENTIALS_FILE, ScramCredentials
 from .transaction import TransactionCoordinator
 
 log = logging.getLogger("moldau.broker")
@@ -72,6 +74,8 @@ class Broker:
             self.logs, config, self.producer_ids, self.partition_leader, self.notify_append
         )
         self.kill_after_marker = faults.marker_killer()
+        self.scram_credentials = ScramCredentials(config.log_dir / CREDENTIALS_FILE)
+        self.authorizer = AllowAll()
         self.fetch_purgatory = FetchPurgatory()
         self.metrics = None  # a BrokerMetrics while metrics.port serves Prometheus
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])

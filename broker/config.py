@@ -142,6 +142,12 @@ SETTINGS: list[Setting] = [
     Setting("ssl.client.auth", str, "none", "Client certificates: none, requested or required."),
     Setting("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions accepted."),
     Setting("ssl.principal.mapping.rules", str, "DEFAULT", "Certificate subject to principal name: DEFAULT."),
+    Setting("sasl.enabled.mechanisms", str, "GSSAPI",
+            "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
+    Setting("sasl.jaas.config", str, "", "PLAIN's users: PlainLoginModule required user_<name>=\"<password>\" ...;"),
+    Setting("sasl.server.max.receive.size", int, 524288, "Largest request accepted before authentication."),
+    Setting("connection.failed.authentication.delay.ms", int, 100,
+            "How long a failed authentication waits before its answer and the close."),
 ]
 _BY_NAME = {s.name: s for s in SETTINGS}
 LISTENER_PREFIX = "listener.name."

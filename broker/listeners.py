@@ -12,10 +12,10 @@ import ssl
 from dataclasses import dataclass, field
 
 from .config import LISTENER_PREFIX, SETTINGS, BrokerConfig, ConfigError, parse_listener
-from .security import tls
+from .security import sasl, tls
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-IMPLEMENTED = frozenset({"PLAINTEXT", "SSL"})
+IMPLEMENTED = frozenset(SECURITY_PROTOCOLS)
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Listener:
     advertised_host: str
     advertised_port: int
     ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
+    sasl_settings: sasl.SaslSettings | None = field(default=None, compare=False)
 
     @property
     def tls(self) -> bool:
@@ -89,7 +90,8 @@ def resolve(config: BrokerConfig) -> list[Listener]:
                               f"(implemented: {', '.join(sorted(IMPLEMENTED))})")
         adv_host, adv_port = advertised.get(name, (host, port))
         context = tls.server_context(config, name) if protocol in ("SSL", "SASL_SSL") else None
-        listeners.append(Listener(name, protocol, host, port, adv_host or "127.0.0.1", adv_port, context))
+        settings = sasl.listener_settings(config, name) if protocol.startswith("SASL_") else None
+        listeners.append(Listener(name, protocol, host, port, adv_host or "127.0.0.1", adv_port, context, settings))
     return listeners
 
 

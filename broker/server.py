@@ -30,7 +30,7 @@ from .client_quotas import client_quota_throttle
 from .connection_quotas import ConnectionQuotas
 from .handlers import HANDLERS, api_versions
 from .listeners import Listener
-from .security import tls
+from .security import sasl, tls
 from .session import Session
 from .loopback import LoopbackChannel
 from .metrics import BrokerMetrics
@@ -85,8 +85,13 @@ class KafkaConnection(asyncio.Protocol):
         self.registry.add(self)
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = f"/{peer[0]}" if peer else ""
-        self.session = Session(self.listener, peer[0] if peer else "")
-        if self.listener.tls:
+        authenticator = None
+        if self.listener.sasl:
+            authenticator = sasl.SaslServer(self.listener.sasl_settings, self.broker.scram_credentials)
+            # nothing big before authentication (Kafka's sasl.server.max.receive.size)
+            self.decoder.max_size = min(self.decoder.max_size, self.broker.config["sasl.server.max.receive.size"])
+        self.session = Session(self.listener, peer[0] if peer else "", self.peer, authenticator)
+        if self.listener.security_protocol == "SSL":
             subject = tls.principal_name(transport.get_extra_info("peercert"))
             if subject is not None:
                 self.session.principal = "User:" + subject
@@ -165,10 +170,14 @@ class KafkaConnection(asyncio.Protocol):
     def _handle(self, frame):
         header = decode_request_header(frame)
         header.client_host = self.client_host
-        header.session = self.session
+        header.session = session = self.session
         handler = HANDLERS.get(header.api_key)
         if handler is None:
             raise FrameError(f"unknown API key {header.api_key}")
+        before_authentication = not session.authenticated
+        if before_authentication and handler.name not in sasl.BEFORE_AUTHENTICATION:
+            self.close(f"{handler.name} request before SASL authentication")
+            return
         version = header.api_version
         if not handler.min_version <= version <= handler.max_version:
             if handler.name == "ApiVersions":
@@ -192,6 +201,14 @@ class KafkaConnection(asyncio.Protocol):
             self.close(f"fault injection ({faults.DROP_RESPONSE_ENV}): {handler.name} response dropped")
         else:
             self._reply(handler.name, header, result, usage)
+        if before_authentication:
+            self._after_sasl_request()
+
+    def _after_sasl_request(self) -> None:
+        if self.session.close_reason and not self.busy:  # a delayed answer closes in _finish
+            self.close(self.session.close_reason)
+        elif self.session.authenticated:
+            self.decoder.max_size = self.broker.config["socket.request.max.bytes"]
 
     async def _finish(self, name, header, awaitable, request, started, usage):
         try:
@@ -200,6 +217,8 @@ class KafkaConnection(asyncio.Protocol):
                 self.broker.metrics.request(name, started, request, result)
             if not self.closed:
                 self._reply(name, header, result, usage)
+            if self.session.close_reason:  # a failed authentication, answered after its delay
+                self.close(self.session.close_reason)
         except Exception:
             log.exception("%s handler failed; closing connection from %s", name, self.peer)
             self.close("internal error")

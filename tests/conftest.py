@@ -376,3 +376,24 @@ def start_broker(request, tmp_path_factory):
 def broker(start_broker) -> BrokerProcess:
     """A broker with default config and a fresh data directory."""
     return start_broker()
+
+
+@pytest.fixture(scope="session")
+def java(tmp_path_factory):
+    """Java kafka-clients 3.9 (tests/helpers/java_clients.py), compiled once per session."""
+    from helpers.java_clients import JavaClients, JavaUnavailable
+
+    try:
+        return JavaClients.build(tmp_path_factory.mktemp("java"))
+    except JavaUnavailable as exc:
+        if os.environ.get("CI"):  # CI installs everything: a missing jar there is a broken install step
+            pytest.fail(f"Java clients unavailable: {exc}", pytrace=False)
+        pytest.skip(f"Java clients unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory):
+    """A CA, the broker's key store and client certificates, made by trustme (tests/helpers/security.py)."""
+    from helpers.security import make_certs
+
+    return make_certs(tmp_path_factory.mktemp("certs"))

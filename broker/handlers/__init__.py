@@ -27,6 +27,7 @@ from . import (
     metadata,
     produce,
 )
+from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
 from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
@@ -60,6 +61,10 @@ class Handler(NamedTuple):
 
 _MODULES = [
     api_versions,
+    sasl_handshake,
+    sasl_authenticate,
+    alter_user_scram_credentials,
+    describe_user_scram_credentials,
     metadata,
     produce,
     fetch,

@@ -88,3 +88,74 @@ def _pkcs8(key_pem: bytes) -> bytes:
     key = serialization.load_pem_private_key(key_pem, password=None)
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
+
+
+# ---- a produce/consume round trip through each stock client, with the test's security settings ----
+
+def sent(topic: str, count: int) -> list[bytes]:
+    """What the round trips below produce (and must read back) on partition 0 of ``topic``."""
+    return [f"{topic}-{i}".encode() for i in range(count)]
+
+
+def librdkafka_round_trip(bootstrap: str, topic: str, count: int, conf: dict) -> list[bytes]:
+    from helpers.kafka import flush, producer, read_from
+
+    p, errors = producer(bootstrap, **conf)
+    for value in sent(topic, count):
+        p.produce(topic, value, partition=0)
+    flush(p)
+    assert not errors, errors
+    return [got[2] for got in read_from(bootstrap, topic, 0, 0, count, **conf)]
+
+
+def kafka_python_round_trip(bootstrap: str, topic: str, count: int, **conf) -> list[bytes]:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, **conf)
+    for value in sent(topic, count):
+        p.send(topic, value, partition=0)
+    p.flush(30)
+    p.close()
+    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, **conf, auto_offset_reset="earliest",
+                      consumer_timeout_ms=15000)
+    try:
+        return [m.value for m in c]
+    finally:
+        c.close()
+
+
+def aiokafka_round_trip(bootstrap: str, topic: str, count: int, **conf) -> list[bytes]:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    async def run():
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, **conf)
+        await p.start()
+        try:
+            for value in sent(topic, count):
+                await p.send_and_wait(topic, value, partition=0)
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, **conf, auto_offset_reset="earliest")
+        await c.start()
+        try:
+            values = []
+            while len(values) < count:
+                batch = await asyncio.wait_for(c.getmany(timeout_ms=1000), 30)
+                values += [m.value for msgs in batch.values() for m in msgs]
+            return values
+        finally:
+            await c.stop()
+
+    return asyncio.run(run())
+
+
+def java_round_trip(java, bootstrap: str, topic: str, count: int, conf: dict) -> None:
+    """The Java producer's records come back from the Java consumer, offsets 0..count-1."""
+    from helpers.java_clients import every
+
+    acks = every(java.run(bootstrap, "produce", topic, 0, count, "none", client_config=conf), "ack")
+    assert [a["offset"] for a in acks] == list(range(count))
+    records = every(java.run(bootstrap, "consume", topic, 0, "read_uncommitted", "-", client_config=conf), "record")
+    assert [r["value"] for r in records] == [a["value"] for a in acks]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 
@@ -110,8 +111,10 @@ class WireClient:
     a skipped sequence, a stale epoch.
     """
 
-    def __init__(self, port: int, timeout: float = 10.0):
+    def __init__(self, port: int, timeout: float = 10.0, tls: ssl.SSLContext | None = None):
         self.sock = connect(port, timeout)
+        if tls is not None:  # a TLS listener: the same client inside a TLS session
+            self.sock = tls.wrap_socket(self.sock, server_hostname="localhost")
         self.correlation_id = 0
 
     def request(self, api: str, version: int, body: dict) -> dict:

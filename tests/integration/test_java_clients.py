@@ -13,7 +13,6 @@ when it advertises JoinGroup; otherwise those tests skip, saying why.
 from __future__ import annotations
 
 import base64
-import os
 import time
 from contextlib import closing
 from dataclasses import replace
@@ -22,23 +21,13 @@ import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, ConsumerGroupTopicPartitions, TopicCollection
 
 from helpers.groups import GROUP_BROKER
-from helpers.java_clients import JavaClients, JavaUnavailable, every, only, record_tuple
+from helpers.java_clients import every, only, record_tuple
 from helpers.kafka import admin, create_topic, make_messages, produce_all, read_from
 from helpers.wire import WireClient, api_versions_roundtrip, connect
 from protocol.frames import API_NAMES
 from protocol.records import scan_batches
 
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # record batch attribute bits
-
-
-@pytest.fixture(scope="session")
-def java(tmp_path_factory) -> JavaClients:
-    try:
-        return JavaClients.build(tmp_path_factory.mktemp("java"))
-    except JavaUnavailable as exc:
-        if os.environ.get("CI"):  # CI installs everything: a missing jar there is a broken install step
-            pytest.fail(f"Java clients unavailable: {exc}", pytrace=False)
-        pytest.skip(f"Java clients unavailable: {exc}")
 
 
 def require_api(b, api: str, feature: str) -> None:

@@ -19,6 +19,7 @@ import kafka.protocol.admin
 import kafka.protocol.consumer
 import kafka.protocol.metadata
 import kafka.protocol.producer
+import kafka.protocol.sasl
 import pytest
 from kafka.protocol.schemas.fields.codecs import BitField
 from kafka.protocol.schemas.fields.simple import SimpleField
@@ -37,7 +38,8 @@ from schema_samples import (
     sample_records,
 )
 
-KP_MODULES = (kafka.protocol.metadata, kafka.protocol.consumer, kafka.protocol.producer, kafka.protocol.admin)
+KP_MODULES = (kafka.protocol.metadata, kafka.protocol.consumer, kafka.protocol.producer, kafka.protocol.admin,
+              kafka.protocol.sasl)
 
 
 def kp_class(name: str):

@@ -3,47 +3,21 @@ close that connection only."""
 
 from __future__ import annotations
 
-import asyncio
-import os
 import socket
 import ssl
 import time
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from kafka import KafkaConsumer, KafkaProducer
 
-from helpers.java_clients import JavaClients, JavaUnavailable, every
-from helpers.kafka import admin, flush, producer, read_from
-from helpers.security import java_tls, librdkafka_tls, make_certs, python_tls_context, tls_listener
+from helpers.kafka import admin, producer
+from helpers.security import (
+    aiokafka_round_trip, java_round_trip, java_tls, kafka_python_round_trip, librdkafka_round_trip, librdkafka_tls,
+    python_tls_context, sent, tls_listener,
+)
 from helpers.startup import error_lines, serve_refused
 from helpers.wire import api_versions_v0
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return make_certs(tmp_path_factory.mktemp("certs"))
-
-
-@pytest.fixture(scope="module")
-def java(tmp_path_factory) -> JavaClients:
-    try:
-        return JavaClients.build(tmp_path_factory.mktemp("java"))
-    except JavaUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"Java clients unavailable: {exc}", pytrace=False)
-        pytest.skip(f"Java clients unavailable: {exc}")
-
-
-def produce_and_read_librdkafka(bootstrap: str, topic: str, conf: dict, count: int = 50) -> list[bytes]:
-    p, errors = producer(bootstrap, **conf)
-    for i in range(count):
-        p.produce(topic, b"tls-%d" % i, partition=0)
-    flush(p)
-    assert not errors, errors
-    return [got[2] for got in read_from(bootstrap, topic, 0, 0, count, **conf)]
 
 
 def tls_handshake(port: int, context: ssl.SSLContext) -> str:
@@ -75,62 +49,28 @@ def closed_by_broker(sock: socket.socket, timeout: float = 30) -> bool:
 
 def test_confluent_kafka_over_ssl(start_broker, certs):
     broker = start_broker(tls_listener(certs))
-    values = produce_and_read_librdkafka(broker.bootstrap, "tls-confluent", librdkafka_tls(certs))
-    assert values == [b"tls-%d" % i for i in range(50)]
+    assert librdkafka_round_trip(broker.bootstrap, "tls-confluent", 50, librdkafka_tls(certs)) == sent("tls-confluent", 50)
     md = admin(broker.bootstrap, **librdkafka_tls(certs)).list_topics(timeout=20)
     assert [(b.host, b.port) for b in md.brokers.values()] == [("127.0.0.1", broker.port)]
 
 
 def test_kafka_python_over_ssl(start_broker, certs):
     broker = start_broker(tls_listener(certs))
-    context = python_tls_context(certs)
-    p = KafkaProducer(bootstrap_servers=broker.bootstrap, security_protocol="SSL", ssl_context=context)
-    for i in range(20):
-        p.send("tls-kafka-python", b"kp-%d" % i, partition=0)
-    p.flush(30)
-    p.close()
-    c = KafkaConsumer("tls-kafka-python", bootstrap_servers=broker.bootstrap, security_protocol="SSL",
-                      ssl_context=context, auto_offset_reset="earliest", consumer_timeout_ms=15000)
-    values = [m.value for m in c]
-    c.close()
-    assert values == [b"kp-%d" % i for i in range(20)]
+    got = kafka_python_round_trip(broker.bootstrap, "tls-kafka-python", 20, security_protocol="SSL",
+                                  ssl_context=python_tls_context(certs))
+    assert got == sent("tls-kafka-python", 20)
 
 
 def test_aiokafka_over_mutual_tls(start_broker, certs):
     broker = start_broker(tls_listener(certs, client_auth="required"))
-    context = python_tls_context(certs, client_cert=True)
-
-    async def run():
-        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, security_protocol="SSL", ssl_context=context)
-        await p.start()
-        try:
-            for i in range(20):
-                await p.send_and_wait("tls-aiokafka", b"aio-%d" % i, partition=0)
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer("tls-aiokafka", bootstrap_servers=broker.bootstrap, security_protocol="SSL",
-                             ssl_context=context, auto_offset_reset="earliest")
-        await c.start()
-        try:
-            values = []
-            while len(values) < 20:
-                batch = await asyncio.wait_for(c.getmany(timeout_ms=1000), 30)
-                values += [m.value for msgs in batch.values() for m in msgs]
-            return values
-        finally:
-            await c.stop()
-
-    assert asyncio.run(run()) == [b"aio-%d" % i for i in range(20)]
+    got = aiokafka_round_trip(broker.bootstrap, "tls-aiokafka", 20, security_protocol="SSL",
+                              ssl_context=python_tls_context(certs, client_cert=True))
+    assert got == sent("tls-aiokafka", 20)
 
 
 def test_java_over_mutual_tls(start_broker, certs, java):
     broker = start_broker(tls_listener(certs, client_auth="required"))
-    conf = java_tls(certs, client_cert=True)
-    acks = every(java.run(broker.bootstrap, "produce", "tls-java", 0, 30, "none", client_config=conf), "ack")
-    assert [a["offset"] for a in acks] == list(range(30))
-    records = every(java.run(broker.bootstrap, "consume", "tls-java", 0, "read_uncommitted", "-",
-                             client_config=conf), "record")
-    assert [r["value"] for r in records] == [a["value"] for a in acks]
+    java_round_trip(java, broker.bootstrap, "tls-java", 30, java_tls(certs, client_cert=True))
 
 
 def test_mutual_tls_refuses_clients_without_a_trusted_certificate_and_logs_them(start_broker, certs):
@@ -141,8 +81,8 @@ def test_mutual_tls_refuses_clients_without_a_trusted_certificate_and_logs_them(
     rogue.load_cert_chain(str(certs.rogue_cert), str(certs.rogue_key))
     for context in (no_cert, rogue):
         assert refused(broker.port, context)
-    lines = [line for line in broker.log_since(since).splitlines() if "TLS handshake with 127.0.0.1:" in line]
-    assert len(lines) == 2 and all("certificate" in line.lower() for line in lines), lines
+    broker.wait_for_log("PEER_DID_NOT_RETURN_A_CERTIFICATE", since=since)
+    broker.wait_for_log("CERTIFICATE_VERIFY_FAILED", since=since)
 
     # librdkafka without a certificate gets nothing; with alice's, everything
     p, errors = producer(broker.bootstrap, **librdkafka_tls(certs), message_timeout_ms=3000)
@@ -150,8 +90,7 @@ def test_mutual_tls_refuses_clients_without_a_trusted_certificate_and_logs_them(
     p.produce("mtls", b"x", on_delivery=lambda err, msg: outcome.append(err))
     p.flush(20)
     assert outcome and outcome[0] is not None and errors, (outcome, errors)
-    values = produce_and_read_librdkafka(broker.bootstrap, "mtls", librdkafka_tls(certs, client_cert=True), 5)
-    assert values == [b"tls-%d" % i for i in range(5)]
+    assert librdkafka_round_trip(broker.bootstrap, "mtls", 5, librdkafka_tls(certs, client_cert=True)) == sent("mtls", 5)
 
 
 def test_plaintext_client_and_stalled_handshake_close_only_their_connection(start_broker, certs):
@@ -163,8 +102,7 @@ def test_plaintext_client_and_stalled_handshake_close_only_their_connection(star
     assert closed_by_broker(plaintext)
     broker.wait_for_log(r"TLS handshake with 127\.0\.0\.1:\d+ failed: .*WRONG_VERSION_NUMBER", since=since)
     # meanwhile a TLS client is served
-    values = produce_and_read_librdkafka(broker.bootstrap, "bystander", librdkafka_tls(certs), 5)
-    assert values == [b"tls-%d" % i for i in range(5)]
+    assert librdkafka_round_trip(broker.bootstrap, "bystander", 5, librdkafka_tls(certs)) == sent("bystander", 5)
     started = time.monotonic()
     assert closed_by_broker(stalled, timeout=60)
     assert time.monotonic() - started < 60

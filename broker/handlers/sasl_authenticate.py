@@ -1,0 +1,44 @@
+"""SaslAuthenticate: one message of the SASL exchange the handshake chose.
+
+A failed authentication is answered SASL_AUTHENTICATION_FAILED after connection.failed.authentication.delay.ms
+(a password guesser gets few tries a second) and the connection is closed; its one log line names the
+client's address, the mechanism and the user, never a password."""
+
+import asyncio
+
+from broker.errors import ErrorCode
+from broker.security.sasl import AuthenticationFailed
+
+API = "SaslAuthenticate"
+VERSIONS = (0, 2)
+
+
+def _answer(code, message=None, auth_bytes=b"") -> dict:
+    return {"error_code": code, "error_message": message, "auth_bytes": auth_bytes, "session_lifetime_ms": 0}
+
+
+def handle(broker, request, header):
+    session = header.session
+    authenticator = session.sasl if session is not None else None
+    if authenticator is None or session.authenticated or authenticator.mechanism is None:
+        if authenticator is not None and not session.authenticated:
+            session.close_reason = "SaslAuthenticate before SaslHandshake"
+        return _answer(ErrorCode.ILLEGAL_SASL_STATE, "Unexpected SaslAuthenticate request")
+    try:
+        answer, done = authenticator.authenticate(bytes(request["auth_bytes"]))
+    except AuthenticationFailed as exc:
+        # the connection's close logs this, once, with the client's address
+        session.close_reason = f"failed authentication (mechanism {authenticator.mechanism}, " \
+                               f"user {authenticator.user!r}): {exc}"
+        return _delayed(broker.config["connection.failed.authentication.delay.ms"],
+                        _answer(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)))
+    if done:
+        session.principal = f"User:{authenticator.user}"
+        session.authenticated = True
+        session.sasl = None  # its work is done; a later SaslHandshake is ILLEGAL_SASL_STATE
+    return _answer(ErrorCode.NONE, None, answer)
+
+
+async def _delayed(delay_ms: int, answer: dict) -> dict:
+    await asyncio.sleep(delay_ms / 1000)
+    return answer

@@ -1,0 +1,23 @@
+"""SaslHandshake: the client names its SASL mechanism; SaslAuthenticate requests carry the exchange.
+
+Only v1: v0 was followed by raw, unframed SASL tokens, which no client of this broker needs."""
+
+from broker.errors import ErrorCode
+
+API = "SaslHandshake"
+VERSIONS = (1, 1)
+
+
+def handle(broker, request, header) -> dict:
+    session = header.session
+    authenticator = session.sasl if session is not None else None
+    if authenticator is None:
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
+    offered = list(authenticator.settings.mechanisms)
+    if session.authenticated or authenticator.mechanism is not None:
+        session.close_reason = "a second SaslHandshake"
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": offered}
+    if not authenticator.handshake(request["mechanism"]):
+        session.close_reason = f"SASL mechanism {request['mechanism']!r} is not enabled"
+        return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": offered}
+    return {"error_code": ErrorCode.NONE, "mechanisms": offered}
