@@ -1,7 +1,8 @@
 """Model-based test of transactions: every read_committed fetch, from every start offset, against a model.
 
-Random transactional, idempotent and plain writers (raw requests, one at a
-time) on a few partitions with tiny segments: transactions over random
+Random transactional (one of them speaking transaction version 2),
+idempotent and plain writers (raw requests, one at a time) on a few
+partitions with tiny segments: transactions over random
 partition sets, offsets sent to transactions (and plain offset commits of
 the same group), commits, aborts, a new incarnation fencing an open
 transaction, zombie writes and EndTxns of fenced epochs, idempotent retries
@@ -157,6 +158,7 @@ class Model:
 @dataclass
 class TxnProducer:
     transactional_id: str
+    v2: bool  # transaction version 2: Produce v12 and TxnOffsetCommit v5 add partitions, EndTxn v5 bumps the epoch
     producer_id: int = -1
     epoch: int = -1
     partitions: set[int] = field(default_factory=set)
@@ -188,7 +190,7 @@ class Run:
         self.rng = rng
         self.model = Model()
         self.client = WireClient(broker.port)
-        self.txns = [TxnProducer(f"model-txn-{i}") for i in range(3)]
+        self.txns = [TxnProducer(f"model-txn-{i}", v2=i == 0) for i in range(3)]
         self.idempotent: list[IdempotentProducer] = []
         self.counter = 0
         self.stats = {"restarts": 0, "commits": 0, "aborts": 0, "fenced": 0, "checks": 0, "fetches": 0}
@@ -233,15 +235,15 @@ class Run:
 
     def txn_offsets(self, t: TxnProducer) -> None:
         """send_offsets_to_transaction: AddOffsetsToTxn once, then TxnOffsetCommit of random offsets."""
-        if not t.offsets_added:
+        if not t.offsets_added and not t.v2:  # version 2's TxnOffsetCommit v5 adds the partition itself
             assert self.client.request("AddOffsetsToTxn", 3, {
                 "transactional_id": t.transactional_id, "producer_id": t.producer_id, "producer_epoch": t.epoch,
                 "group_id": GROUP})["error_code"] == NONE
-            t.offsets_added = True
-            if t.instance == NO_TXN:
-                t.instance = self.model.new_instance()
+        t.offsets_added = True
+        if t.instance == NO_TXN:
+            t.instance = self.model.new_instance()
         offsets = {p: self.rng.randrange(1000) for p in self.rng.sample(range(PARTITIONS), self.rng.randint(1, 2))}
-        r = self.client.request("TxnOffsetCommit", 3, {
+        r = self.client.request("TxnOffsetCommit", 5 if t.v2 else 3, {
             "transactional_id": t.transactional_id, "group_id": GROUP, "producer_id": t.producer_id,
             "producer_epoch": t.epoch, "generation_id": -1, "member_id": "", "group_instance_id": None,
             "topics": [{"name": TOPIC, "partitions": [
@@ -262,17 +264,26 @@ class Run:
         self.model.commit_offsets(offsets)
 
     def txn_write(self, t: TxnProducer) -> None:
-        partition = self.rng.choice(sorted(t.partitions))
+        """A transactional write; version 2's Produce v12 may go to any partition, which it adds."""
+        partition = self.rng.randrange(PARTITIONS) if t.v2 else self.rng.choice(sorted(t.partitions))
         values = [self.value(t.transactional_id) for _ in range(self.rng.randint(1, 3))]
         seq = t.seq.get(partition, 0)
         batch = build_batch([(None, v) for v in values], producer_id=t.producer_id, producer_epoch=t.epoch,
                             base_sequence=seq, transactional=True)
-        assert produce(self.client, TOPIC, batch, t.transactional_id, partition) == NONE
+        assert produce(self.client, TOPIC, batch, t.transactional_id, partition, 12 if t.v2 else 9) == NONE
+        if t.instance == NO_TXN:
+            t.instance = self.model.new_instance()
+        t.partitions.add(partition)
         t.seq[partition] = seq + len(values)
         self.model.append(partition, t.producer_id, values, True, t.instance)
 
     def end(self, t: TxnProducer, committed: bool, kill: bool) -> None:
-        assert end_txn(self.client, t.ident, committed) == NONE
+        if t.v2:
+            r = self.client.request("EndTxn", 5, {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
+                                                  "producer_epoch": t.epoch, "committed": committed})
+            assert (r["error_code"], r["producer_id"], r["producer_epoch"]) == (NONE, t.producer_id, t.epoch + 1)
+        else:
+            assert end_txn(self.client, t.ident, committed) == NONE
         if kill:  # before the markers are (all) out: the restarted coordinator sends them again
             self.restart()
         state = "CompleteCommit" if committed else "CompleteAbort"
@@ -281,6 +292,8 @@ class Run:
         self.model.end_offsets(t.producer_id, committed)
         self.stats["commits" if committed else "aborts"] += 1
         t.partitions, t.offsets_added, t.instance = set(), False, NO_TXN
+        if t.v2:  # the markers carried the bumped epoch, whose sequences start at 0
+            t.epoch, t.seq = t.epoch + 1, {}
 
     def zombie(self, t: TxnProducer) -> None:
         """The fenced incarnation writes and ends its transaction: both refused, nothing stored."""
@@ -468,7 +481,7 @@ class Run:
         elif roll < 0.10 and t.fenced_epoch is not None:
             self.zombie(t)
         elif roll < 0.40:
-            if not t.partitions or self.rng.random() < 0.2:
+            if not t.v2 and (not t.partitions or self.rng.random() < 0.2):
                 self.add_partitions(t)
             else:
                 self.txn_write(t)
