@@ -29,6 +29,12 @@ log = logging.getLogger("moldau.broker")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
+async def in_steps(steps) -> None:
+    """Drive one of LogManager's *_steps generators, serving other connections between its steps."""
+    for _ in steps:
+        await asyncio.sleep(0)
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -147,8 +153,7 @@ class Broker:
 
     async def create_topic(self, name: str, partitions: int, configs: dict | None = None) -> TopicMetadata:
         """Create a topic a few partitions at a time, serving other connections in between."""
-        for _ in self.logs.create_topic_steps(name, partitions, configs):
-            await asyncio.sleep(0)
+        await in_steps(self.logs.create_topic_steps(name, partitions, configs))
         return self.logs.topic(name)
 
     def partition_leader(self, topic: str, partition: int) -> int | None:

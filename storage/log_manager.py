@@ -233,28 +233,54 @@ class LogManager:
 
     def delete_topic(self, name: str) -> TopicMetadata:
         topic = self._require(name)
+        _run(self.delete_topic_steps(name))
+        return topic
+
+    def delete_topic_steps(self, name: str) -> Iterator[None]:
+        """Delete a topic, yielding after every CREATE_STEP partitions: it is gone from the catalog and
+        the logs first; the name cannot be used again until its directories are removed."""
+        topic = self._require(name)
         self._commit(delete=[name])
-        for partition in range(topic.num_partitions):
-            log = self._logs.pop((name, partition), None)
-            if log is not None:
+        logs = [self._logs.pop((name, p), None) for p in range(topic.num_partitions)]
+        self._creating.add(name)
+        try:
+            for i, log in enumerate(filter(None, logs), 1):
                 log.delete()
+                if i % CREATE_STEP == 0:
+                    yield
+        finally:
+            self._creating.discard(name)
         self._write_log_starts()  # a topic created again under this name must not inherit them
         dirty = {key: offset for key, offset in self.first_dirty_offsets.items() if key[0] != name}
         if dirty != self.first_dirty_offsets:
             self.first_dirty_offsets = dirty
             write_offset_checkpoint(self.log_dir / CLEANER_CHECKPOINT, dirty)
-        return topic
 
     def add_partitions(self, name: str, total: int) -> TopicMetadata:
         """Grow a topic to ``total`` partitions (Kafka can only add, never remove)."""
+        _run(self.add_partitions_steps(name, total))
+        return self._topics[name]
+
+    def add_partitions_steps(self, name: str, total: int) -> Iterator[None]:
+        """add_partitions, yielding every CREATE_STEP partitions; the new ones appear all at once."""
         topic = self._require(name)
         if total <= topic.num_partitions:
             raise InvalidPartitions(
                 f"topic {name!r} has {topic.num_partitions} partitions; the new count must be larger, got {total}"
             )
+        if name in self._creating:
+            raise TopicExists(f"topic {name!r} is being changed by another request")
         grown = dataclasses.replace(topic, num_partitions=total)
-        self._commit(put=[grown], logs=_run(self._new_logs(grown, range(topic.num_partitions, total))))
-        return grown
+        self._creating.add(name)
+        try:
+            logs = yield from self._new_logs(grown, range(topic.num_partitions, total))
+        finally:
+            self._creating.discard(name)
+        if self._topics.get(name) is not topic:  # deleted (or grown) meanwhile
+            for log in logs.values():
+                log.delete()
+            raise TopicExists(f"topic {name!r} changed while its partitions were being added")
+        self._commit(put=[grown], logs=logs)
 
     def _require(self, name: str) -> TopicMetadata:
         topic = self._topics.get(name)

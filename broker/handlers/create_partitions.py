@@ -2,7 +2,10 @@
 
 import logging
 
+from broker.broker import in_steps
+from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.errors import ErrorCode
+from storage.errors import TopicExists
 
 from .create_topics import MAX_PARTITIONS_PER_REQUEST
 
@@ -12,7 +15,7 @@ VERSIONS = (0, 3)
 log = logging.getLogger("moldau.create_partitions")
 
 
-def _grow(broker, want: dict, validate_only: bool) -> dict:
+async def _grow(broker, want: dict, validate_only: bool, mutations: ControllerMutations) -> dict:
     name, count = want["name"], want["count"]
     topic = broker.logs.topic(name)
     if topic is None:
@@ -20,8 +23,17 @@ def _grow(broker, want: dict, validate_only: bool) -> dict:
     if count <= topic.num_partitions:
         return {"name": name, "error_code": ErrorCode.INVALID_PARTITIONS,
                 "error_message": f"topic has {topic.num_partitions} partitions; {count} is not more"}
+    if mutations.refused():
+        return {"name": name, "error_code": ErrorCode.THROTTLING_QUOTA_EXCEEDED, "error_message": QUOTA_EXCEEDED}
     if not validate_only:
-        broker.logs.add_partitions(name, count)
+        try:
+            await in_steps(broker.logs.add_partitions_steps(name, count))
+        except TopicExists as exc:  # another request is changing it
+            return {"name": name, "error_code": ErrorCode.REASSIGNMENT_IN_PROGRESS, "error_message": str(exc)}
+        except OSError as exc:  # nothing of the new partitions is left behind
+            log.error("could not add partitions to %s: %s", name, exc)
+            return {"name": name, "error_code": ErrorCode.KAFKA_STORAGE_ERROR, "error_message": str(exc)}
+        mutations.record(count - topic.num_partitions)
         log.info("topic %s grown from %d to %d partitions", name, topic.num_partitions, count)
     return {"name": name, "error_code": 0, "error_message": None}
 
@@ -31,11 +43,12 @@ def _added(broker, want: dict) -> int:
     return max(want["count"] - topic.num_partitions, 0) if topic else 0
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     topics = request["topics"]
     if sum(_added(broker, t) for t in topics) > MAX_PARTITIONS_PER_REQUEST:
         return {"throttle_time_ms": 0, "results": [
             {"name": t["name"], "error_code": ErrorCode.POLICY_VIOLATION,
              "error_message": "Unable to perform excessively large batch operation."} for t in topics]}
-    return {"throttle_time_ms": 0,
-            "results": [_grow(broker, t, request["validate_only"]) for t in topics]}
+    mutations = ControllerMutations(broker.quotas, header, strict=header.api_version >= 3)
+    results = [await _grow(broker, t, request["validate_only"], mutations) for t in topics]
+    return {"throttle_time_ms": mutations.throttle_ms, "results": results}

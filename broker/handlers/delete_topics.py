@@ -2,7 +2,8 @@
 
 import logging
 
-from broker.broker import INTERNAL_TOPICS
+from broker.broker import INTERNAL_TOPICS, in_steps
+from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.errors import ErrorCode
 
 log = logging.getLogger("moldau.delete_topics")
@@ -11,7 +12,7 @@ API = "DeleteTopics"
 VERSIONS = (1, 6)
 
 
-def _delete(broker, name, topic_id) -> dict:
+async def _delete(broker, name, topic_id, mutations: ControllerMutations) -> dict:
     topic = broker.logs.topic(name) if name else broker.logs.topic_by_id(topic_id)
     if topic is None:
         code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name else ErrorCode.UNKNOWN_TOPIC_ID
@@ -19,14 +20,20 @@ def _delete(broker, name, topic_id) -> dict:
     if topic.name in INTERNAL_TOPICS:
         return {"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.INVALID_REQUEST,
                 "error_message": "internal topics cannot be deleted"}
-    broker.logs.delete_topic(topic.name)
+    if mutations.refused():
+        return {"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                "error_message": QUOTA_EXCEEDED}
+    await in_steps(broker.logs.delete_topic_steps(topic.name))
+    mutations.record(topic.num_partitions)
     log.info("deleted topic %s (%d partitions)", topic.name, topic.num_partitions)
     return {"name": topic.name, "topic_id": topic.topic_id, "error_code": 0, "error_message": None}
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     if header.api_version >= 6:
         wanted = [(t["name"], t["topic_id"]) for t in request["topics"]]
     else:
         wanted = [(name, None) for name in request["topic_names"]]
-    return {"throttle_time_ms": 0, "responses": [_delete(broker, n, i) for n, i in wanted]}
+    mutations = ControllerMutations(broker.quotas, header, strict=header.api_version >= 5)
+    responses = [await _delete(broker, n, i, mutations) for n, i in wanted]
+    return {"throttle_time_ms": mutations.throttle_ms, "responses": responses}

@@ -281,3 +281,22 @@ def test_connections_beyond_the_descriptor_budget_are_refused_not_starving_files
             s.close()
     assert "Too many open files" not in b.log_text()
     assert "connections open, the limit is 703" in b.log_text() or "the limit is 704" in b.log_text()
+
+
+@pytest.mark.timeout(300)
+def test_growing_and_deleting_thousands_of_partitions_does_not_stall_others(start_broker):
+    """CreatePartitions adding 3,000 partitions and DeleteTopics of a 6,000-partition topic work in steps
+    (each used to hold the event loop for seconds)."""
+    b = start_broker()
+    with wire.WireClient(b.port, timeout=120) as c, Bystander(b.port, "bystander") as bystander:
+        assert create(c, "grown", 3000) == NONE
+        r = c.request("CreatePartitions", 3, {"topics": [{"name": "grown", "count": 6000, "assignments": None}],
+                                               "timeout_ms": 60000, "validate_only": False})
+        assert r["results"][0]["error_code"] == NONE
+        assert len(metadata(c, ["grown"], auto_create=False)[0]["partitions"]) == 6000
+        r = c.request("DeleteTopics", 6, {"topics": [{"name": "grown", "topic_id": __import__("uuid").UUID(int=0)}],
+                                           "timeout_ms": 60000})
+        assert r["responses"][0]["error_code"] == NONE
+        assert not list(b.data_dir.glob("grown-*"))
+    bystander.check()
+    print(f"bystander worst {bystander.worst:.3f}s p99 {bystander.p99:.3f}s")
