@@ -3,8 +3,9 @@
 The corpus is every request a confluent-kafka session sent (captured by a
 relay the broker advertises: admin, an idempotent lz4 producer, a consumer
 group that commits), a sample of every advertised API version built from
-the schemas, and issue 20's abusive Fetches (a partition named thousands of
-times, long polls that hang up). Each input is one corpus request with 1-4 byte-level edits
+the schemas, and issue 20's abusive requests (Fetches naming a partition thousands of
+times, long polls that hang up; old timestamps, new producer ids, names and partitions listed
+thousands of times, auto-creation). Each input is one corpus request with 1-4 byte-level edits
 (helpers.mutation), re-framed with its new length, or -- one time in ten --
 sent with a damaged length prefix and a half-close. For a fixed time budget
 the broker must answer or close each input, never die, never log an
@@ -14,7 +15,8 @@ promptly; afterwards real clients still produce and consume.
 CreateTopics and CreatePartitions are left out of the corpus: a mutated
 partition count is a valid request for thousands of partitions, which is
 slow admin work rather than bad input (their limit has its own test in
-test_resource_limits.py).
+test_resource_limits.py). So is AlterClientQuotas: a mutation can be a valid
+quota for every client, which throttles the bystander as it should.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from helpers import wire
+from helpers.abusive_requests import abusive_requests
 from helpers.fetch_requests import abusive_fetches
 from helpers.groups import GROUP_BROKER
 from helpers.kafka import consumer, create_topic, flush, make_messages, produce, produce_one, producer, read_from
@@ -46,7 +49,7 @@ TOPIC = "fuzz-target"
 SECONDS = budget(20, 300, "MOLDAU_CHAOS_FUZZ_SECONDS")
 ANSWER_TIMEOUT = 1.0  # an input neither answered nor closed by then is dropped (a long poll, acks=0)
 WORST_BYSTANDER_LATENCY = 5.0
-LEFT_OUT = {frames.API_KEYS["CreateTopics"], frames.API_KEYS["CreatePartitions"]}
+LEFT_OUT = {frames.API_KEYS["CreateTopics"], frames.API_KEYS["CreatePartitions"], frames.API_KEYS["AlterClientQuotas"]}
 
 
 def capture_client_session(start_broker) -> list[bytes]:
@@ -144,7 +147,8 @@ def fuzz(port: int, corpus: list[bytes], rng: random.Random, seconds: float) -> 
 
 @pytest.mark.timeout(budget(180, 900))
 def test_fuzzed_requests_never_stall_other_clients(start_broker):
-    corpus = [f for f in capture_client_session(start_broker) + schema_samples() + abusive_fetches(TOPIC)
+    abusive = abusive_fetches(TOPIC) + abusive_requests(TOPIC)
+    corpus = [f for f in capture_client_session(start_broker) + schema_samples() + abusive
               if struct.unpack_from(">h", f, 4)[0] not in LEFT_OUT]
     captured_apis = {frames.API_NAMES.get(struct.unpack_from(">h", f, 4)[0]) for f in corpus}
     assert {"Produce", "Fetch", "JoinGroup", "SyncGroup", "OffsetCommit", "InitProducerId"} <= captured_apis
