@@ -146,3 +146,36 @@ def test_markers_go_once_their_transactions_have_no_batch_left(manager):
     assert reopened.aborted_transactions(0, 10) == []
     assert [(h.base_offset, h.is_control) for h, _ in reopened.batches()] == batches
     reopened.close()
+
+
+def test_a_crash_around_the_swap_keeps_a_segment_and_its_transaction_index_together(manager, tmp_path):
+    log = compacted(manager, **{"delete.retention.ms": "1000", "segment.bytes": "1000"})
+    old = NOW - 5000
+    append(log, keyed(b"a", b"aborted", old, producer_id=7, producer_epoch=0, base_sequence=0, transactional=True),
+           now_ms=old)  # 0
+    log.append_marker(7, 0, 0, committed=False, now_ms=old)  # 1
+    append(log, keyed(b"b", b"b-1", old, producer_id=7, producer_epoch=0, base_sequence=1), now_ms=old)  # 2
+    append(log, keyed(b"z", b"f" * 900), now_ms=NOW)  # 3: rolls
+    cleaner = LogCleaner(manager, 1e12)
+    plan = cleaner.clean(cleaner.choose(NOW))
+    ((source, cleaned),) = plan.cleaned
+    manager.close()
+    txn_index = source.segment.txn_index.path.name
+
+    # the transaction index was renamed to .swap, the log not yet: nothing changed
+    before = shutil.copytree(log.directory, tmp_path / "before" / "t-0")
+    (before / (txn_index + ".cleaned")).rename(before / (txn_index + ".swap"))
+    reopened = Log(before, LogConfig())
+    assert reopened.aborted_transactions(0, 4) == [AbortedTxn(7, 0, 1, 2)]
+    assert [h.base_offset for h, _ in reopened.batches()] == [0, 1, 2, 3]
+    assert not list(before.glob("*.swap")) and not list(before.glob("*.cleaned"))
+    reopened.close()
+
+    # both renamed: the start completes the swap of the segment and its index together
+    after = shutil.copytree(log.directory, tmp_path / "after" / "t-0")
+    (after / (txn_index + ".cleaned")).rename(after / (txn_index + ".swap"))
+    (after / cleaned.name).rename(after / (source.path.name + ".swap"))
+    reopened = Log(after, LogConfig())
+    assert reopened.aborted_transactions(0, 4) == []
+    assert [h.base_offset for h, _ in reopened.batches()] == [2, 3]
+    reopened.close()
