@@ -8,7 +8,9 @@ growing set of partitions. EndTxn writes PrepareCommit or PrepareAbort and
 answers once that is in __transaction_state; the markers then go out to
 every partition (TransactionMarkerChannelManager), and CompleteCommit or
 CompleteAbort is written when all are in. Until then the next transactional
-request of that id gets CONCURRENT_TRANSACTIONS.
+request of that id gets CONCURRENT_TRANSACTIONS. With transaction version 2
+(EndTxn v5, KIP-890 part 2) every EndTxn bumps the epoch, and Produce v12
+and TxnOffsetCommit v5 add their partitions themselves.
 
 Loop timers do the housekeeping: transactions open longer than their
 timeout are aborted with the epoch bumped (so the zombie producer is
