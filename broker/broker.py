@@ -26,6 +26,9 @@ from .transaction import TransactionCoordinator
 
 log = logging.getLogger("moldau.broker")
 
+# Kafka sizes the cleaner's map in entries of a 16-byte key hash and an 8-byte offset
+DEDUPE_BYTES_PER_KEY = 24
+
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
@@ -74,7 +77,8 @@ class Broker:
         self.host, self.port = config.advertised()
         self.logs = LogManager(config.log_dir, broker_log_config(config), node_id=self.node_id)
         self.producer_ids = ProducerIdManager(config.log_dir / PRODUCER_ID_FILE)
-        self.cleaner = LogCleaner(self.logs, config["log.cleaner.io.max.bytes.per.second"])
+        self.cleaner = LogCleaner(self.logs, config["log.cleaner.io.max.bytes.per.second"],
+                                  config["log.cleaner.dedupe.buffer.size"] // DEDUPE_BYTES_PER_KEY)
         self.groups = GroupCoordinator(self.logs, config, self.notify_append)
         self.transactions = TransactionCoordinator(
             self.logs, config, self.producer_ids, self.partition_leader, self.notify_append

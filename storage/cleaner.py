@@ -108,8 +108,9 @@ class CleaningPass:
 
 
 class LogCleaner:
-    def __init__(self, logs: LogManager, max_bytes_per_second: float) -> None:
+    def __init__(self, logs: LogManager, max_bytes_per_second: float, max_keys: int = 1 << 62) -> None:
         self.logs = logs
+        self.max_keys = max_keys  # keys one pass may map; a dirty part with more is cleaned in several passes
         self.stopped = threading.Event()
         self.throttler = Throttler(max_bytes_per_second, self.stopped)
         self.busy: set[TopicPartition] = set()
@@ -164,13 +165,19 @@ class LogCleaner:
     def clean(self, plan: CleaningPass) -> CleaningPass:
         """Write the cleaned segments of ``plan`` (``*.log.cleaned``, fsynced); runs off the event loop."""
         latest: dict[bytes, int] = {}
-        for source in plan.sources:
+        for i, source in enumerate(plan.sources):
             if source.segment.next_offset <= plan.first_dirty:
                 continue
+            found: dict[bytes, int] = {}
             for hdr, batch in self._batches(plan, source):
                 if hdr.is_control or hdr.base_offset < plan.first_dirty or _aborted(plan, hdr):
                     continue
-                latest.update((r.key, r.offset) for r in iter_records(batch) if r.key is not None)
+                found.update((r.key, r.offset) for r in iter_records(batch) if r.key is not None)
+            if latest and len(latest) + len(found) > self.max_keys:
+                # the map is full (log.cleaner.dedupe.buffer.size): this pass ends below this segment
+                plan.sources, plan.end = plan.sources[:i], source.segment.base_offset
+                break
+            latest.update(found)
         for source in plan.sources:
             self._clean_segment(plan, source, latest)
         return plan

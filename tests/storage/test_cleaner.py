@@ -179,3 +179,25 @@ def test_a_crash_around_the_swap_keeps_a_segment_and_its_transaction_index_toget
     assert reopened.aborted_transactions(0, 4) == []
     assert [h.base_offset for h, _ in reopened.batches()] == [2, 3]
     reopened.close()
+
+
+def test_a_dirty_part_with_more_keys_than_the_map_holds_takes_several_passes(manager):
+    log = compacted(manager)
+    for key in (b"a", b"b", b"c", b"d", b"e", b"f"):  # two segments of three keys, then two more
+        append(log, keyed(key, key + b"-1"), now_ms=NOW)
+    for key in (b"a", b"b", b"c"):
+        append(log, keyed(key, key + b"-2"), now_ms=NOW)
+    append(log, keyed(b"z", b"filler"), now_ms=NOW)  # 9: the active segment
+    cleaner = LogCleaner(manager, 1e12, max_keys=4)
+    plan = cleaner.clean(cleaner.choose(NOW))
+    assert plan.end == 3  # the second segment's keys would not fit beside the first's
+    cleaner.swap(plan)
+    assert manager.first_dirty_offsets[("t", 0)] == 3
+    plan = cleaner.clean(cleaner.choose(NOW))
+    assert (plan.first_dirty, plan.end) == (3, 6)
+    cleaner.swap(plan)
+    plan = cleaner.clean(cleaner.choose(NOW))
+    cleaner.swap(plan)
+    assert plan.end == 9
+    assert contents(log) == [(3, b"d", b"d-1"), (4, b"e", b"e-1"), (5, b"f", b"f-1"), (6, b"a", b"a-2"),
+                             (7, b"b", b"b-2"), (8, b"c", b"c-2"), (9, b"z", b"filler")]
