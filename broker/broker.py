@@ -84,6 +84,7 @@ class Broker:
             self.logs, config, self.producer_ids, self.partition_leader, self.notify_append
         )
         self.kill_after_marker = faults.marker_killer()
+        self.fail_marker = faults.marker_failer()
         self.scram_credentials = ScramCredentials(config.log_dir / CREDENTIALS_FILE)
         self.authorizer = AllowAll()
         self.fetch_purgatory = FetchPurgatory()

@@ -10,6 +10,10 @@ transaction marker to a partition log, the broker sends itself SIGKILL -- a
 kill -9 while the coordinator is between PrepareCommit (or PrepareAbort) and
 CompleteCommit, typically with some of a transaction's partitions marked and
 others not. After a restart the coordinator must finish the transaction.
+
+MOLDAU_FAULT_FAIL_TXN_MARKERS=N (N >= 1): the first N transaction markers to
+be written raise an error no code path expects, inside the WriteTxnMarkers
+handler. The coordinator must log it and send the marker again.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from .config import ConfigError
 
 DROP_RESPONSE_ENV = "MOLDAU_FAULT_DROP_RESPONSE_EVERY"
 KILL_AFTER_MARKERS_ENV = "MOLDAU_FAULT_KILL_AFTER_TXN_MARKERS"
+FAIL_MARKERS_ENV = "MOLDAU_FAULT_FAIL_TXN_MARKERS"
 
 log = logging.getLogger("moldau.faults")
 
@@ -78,3 +83,21 @@ class MarkerKiller:
 def marker_killer() -> MarkerKiller:
     """The killer the environment asks for; one that never kills by default."""
     return MarkerKiller(_env_count(KILL_AFTER_MARKERS_ENV, 1))
+
+
+class MarkerFailer:
+    """Makes the first ``count`` marker writes fail with an unexpected error."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.failed = 0
+
+    def __call__(self) -> None:
+        if self.failed < self.count:
+            self.failed += 1
+            raise RuntimeError(f"fault injection ({FAIL_MARKERS_ENV}): marker write {self.failed} of {self.count} fails")
+
+
+def marker_failer() -> MarkerFailer:
+    """The failer the environment asks for; one that never fails by default."""
+    return MarkerFailer(_env_count(FAIL_MARKERS_ENV, 1))

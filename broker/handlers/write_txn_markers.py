@@ -33,6 +33,7 @@ def _write(broker, topic: str, partition: int, marker: dict, now: int) -> ErrorC
         log.info("refused marker for %s-%d: coordinator epoch %d, there is none above %d",
                  topic, partition, marker["coordinator_epoch"], COORDINATOR_EPOCH)
         return ErrorCode.INVALID_REQUEST
+    broker.fail_marker()
     try:
         log_.append_marker(producer_id, marker["producer_epoch"], marker["coordinator_epoch"], committed, now)
     except InvalidProducerEpoch as exc:

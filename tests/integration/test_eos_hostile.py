@@ -172,3 +172,21 @@ def test_list_offsets_by_timestamp_stays_below_the_last_stable_offset(broker):
         assert list_offset(c, "ts-committed", base + 1, READ_COMMITTED) == (1, base + 1000)
         assert list_offset(c, "ts-committed", MAX_TIMESTAMP, READ_COMMITTED) == (2, base + 2000)
 
+
+
+def test_the_marker_task_logs_and_retries_whatever_fails(start_broker, monkeypatch):
+    """An error no code path expects, raised while a marker is written, used to end the marker task:
+    the transaction stayed in PrepareCommit and the LSO stuck. Now it is logged and the marker sent again."""
+    monkeypatch.setenv("MOLDAU_FAULT_FAIL_TXN_MARKERS", "3")
+    b = start_broker()
+    with WireClient(b.port) as c:
+        create_topic(c, "marker-errors", partitions=2)
+        txn = begin(c, "marker-errors-app", "marker-errors", [0, 1])
+        for partition in (0, 1):
+            assert produce(c, "marker-errors", txn_batch(txn, 0), "marker-errors-app", partition) == NONE
+        assert end_txn(c, txn, committed=True) == NONE
+        for partition in (0, 1):
+            wait_for(lambda: lso(c, "marker-errors", partition) == 2, f"the marker of partition {partition}")
+        wait_for(lambda: init_producer_id(c, "marker-errors-app")[0] == NONE, "the transactional id is usable again")
+    log = b.log_since_start()
+    assert log.count("fault injection (MOLDAU_FAULT_FAIL_TXN_MARKERS)") >= 3 and "will retry" in log
