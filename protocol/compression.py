@@ -1,7 +1,7 @@
-"""Decompressing a batch's records section (gzip, snappy, lz4, zstd).
+"""Decompressing a batch's records section (gzip, snappy, lz4, zstd), and compressing one again.
 
 Only the broker's rare record-level reads need this (ListOffsets by timestamp
-inside a compressed batch); produced batches are stored as they came.
+inside a compressed batch, the log cleaner); produced batches are stored as they came.
 """
 
 from __future__ import annotations
@@ -52,3 +52,29 @@ def decompress(codec: int, data) -> bytes:
         raise CorruptRecord(f"unknown compression codec {codec}") from None
     except (cramjam.DecompressionError, struct.error, ValueError) as exc:
         raise CorruptRecord(f"cannot decompress records: {exc}") from None
+
+
+_XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
+
+
+def _xerial_snappy(data: bytes) -> bytes:
+    out = bytearray(_XERIAL_MAGIC + struct.pack(">ii", 1, 1))
+    for start in range(0, len(data), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK]))
+        out += _BLOCK_LEN.pack(len(block)) + block
+    return bytes(out)
+
+
+# LZ4 is missing: cramjam writes frames of dependent blocks, which the Java client refuses
+_COMPRESSORS = {
+    GZIP: lambda d: bytes(cramjam.gzip.compress(d)),
+    SNAPPY: _xerial_snappy,
+    ZSTD: lambda d: bytes(cramjam.zstd.compress(d)),
+}
+
+
+def compress(codec: int, data: bytes) -> bytes | None:
+    """``data`` compressed with ``codec`` in the framing Kafka's clients read (the log cleaner's
+    re-encoded batches); None for a codec written uncompressed instead."""
+    compressor = _COMPRESSORS.get(codec)
+    return None if compressor is None else compressor(data)

@@ -309,11 +309,12 @@ def _body(batch, pos: int, hdr: BatchHeader):
 def filter_batch(batch: bytes, keep, keep_empty: bool = False) -> bytes | None:
     """The batch with only the records ``keep(record)`` accepts (the log cleaner).
 
-    All kept: the same bytes. Some dropped: an uncompressed batch of the kept
-    records' bytes, with the same base offset, last offset delta, timestamps
-    and producer fields, so no offset or sequence changes. All dropped: None,
-    or with ``keep_empty`` a batch without records (a producer's last batch,
-    which its state is rebuilt from).
+    All kept: the same bytes. Some dropped: a batch of the kept records'
+    bytes, compressed as before (lz4 batches uncompressed: see
+    compression.compress), with the same base offset, last offset delta,
+    timestamps and producer fields, so no offset or sequence changes. All
+    dropped: None, or with ``keep_empty`` a batch without records (a
+    producer's last batch, which its state is rebuilt from).
     """
     hdr = read_header(batch)
     body = _body(batch, 0, hdr)
@@ -323,10 +324,16 @@ def filter_batch(batch: bytes, keep, keep_empty: bool = False) -> bytes | None:
     if not kept and not keep_empty:
         return None
     tail = bytearray(batch[_CRC_START:HEADER_SIZE])
-    struct.pack_into(">h", tail, 0, hdr.attributes & ~COMPRESSION_MASK)
     struct.pack_into(">i", tail, len(tail) - 4, len(kept))
-    for record in kept:
-        tail += record
+    records = b"".join(kept)
+    compressed = None
+    if hdr.compression and kept:
+        from .compression import compress
+
+        compressed = compress(hdr.compression, records)
+    if compressed is None:
+        struct.pack_into(">h", tail, 0, hdr.attributes & ~COMPRESSION_MASK)
+    tail += records if compressed is None else compressed
     head = struct.pack(">qiibI", hdr.base_offset, len(tail) + 9, hdr.leader_epoch, hdr.magic, crc32c(tail))
     return head + bytes(tail)
 

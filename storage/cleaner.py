@@ -10,7 +10,7 @@ A pass over one log has three steps:
    of its own, builds a map from each key to its latest offset in the dirty
    part (from the cleaner checkpoint on), and writes ``<base>.log.cleaned``
    for every segment that loses records. Batches are copied as bytes; only a
-   batch that loses some records is re-encoded (uncompressed, same offsets).
+   batch that loses some records is re-encoded (same offsets; see filter_batch).
 3. ``swap`` (on the event loop) makes each cleaned file the segment, unless
    retention, truncation or a topic deletion changed the segment meanwhile.
 
