@@ -131,11 +131,19 @@ class ClientQuotas:
 
     def record(self, key: str, user: str, client_id: str, amount: float, now: float | None = None) -> int:
         """Count ``amount`` against the client's ``key`` quota; the throttle time in ms (0: within it)."""
-        bound = self.quota(key, user, client_id)
+        return self._measure((key, user, client_id), self.quota(key, user, client_id), amount, now)
+
+    def record_connection(self, ip: str, now: float | None = None) -> int:
+        """A new connection from ``ip`` against its connection_creation_rate (KIP-612); the throttle ms."""
+        bound = next((value for entity in (((IP, ip),), ((IP, None),))
+                      if (value := self.values.get(entity, {}).get(CONNECTION_CREATION_RATE)) is not None), None)
+        return self._measure((CONNECTION_CREATION_RATE, ip, ""), bound, 1, now)
+
+    def _measure(self, sensor: tuple[str, str, str], bound: float | None, amount: float, now: float | None) -> int:
         if bound is None:
             return 0
         now = time.monotonic() if now is None else now
-        rate = self._rates.setdefault((key, user, client_id), _Rate(self.windows, self.window_size_s))
+        rate = self._rates.setdefault(sensor, _Rate(self.windows, self.window_size_s))
         rate.record(amount, now)
         return self._throttle_ms(rate.rate(now), bound)
 

@@ -4,7 +4,9 @@
   leaves for connections (broker/descriptors.py), so accepting never fails with EMFILE;
 - ``max.connections.per.ip`` and ``max.connections.per.ip.overrides`` (``host:count,...``);
 - ``max.connection.creation.rate`` (KIP-612): new connections a second; past it a new connection
-  waits (is not read) until the rate allows it, as Kafka's acceptor waits.
+  waits (is not read) until the rate allows it, as Kafka's acceptor waits;
+- the ``connection_creation_rate`` client quota of an ip entity (AlterClientQuotas, KIP-612): a
+  connection from an address over it is closed.
 
 A connection over a count limit is closed as soon as it is accepted: the client sees the broker hang
 up before its first answer and reconnects after its backoff. Refusals are logged at most once a
@@ -37,7 +39,8 @@ def parse_overrides(text: str) -> dict[str, int]:
 
 
 class ConnectionQuotas:
-    def __init__(self, config, descriptors_for_connections: int | None = None) -> None:
+    def __init__(self, config, descriptors_for_connections: int | None = None, client_quotas=None) -> None:
+        self.client_quotas = client_quotas
         self.max_connections = config["max.connections"]
         if descriptors_for_connections is not None and descriptors_for_connections < self.max_connections:
             self.max_connections = descriptors_for_connections
@@ -58,6 +61,9 @@ class ConnectionQuotas:
             return False
         if self.total >= self.max_connections:
             self._refuse(f"{self.total} connections open, the limit is {self.max_connections}")
+            return False
+        if self.client_quotas is not None and self.client_quotas.record_connection(ip):
+            self._refuse(f"{ip} is over its connection_creation_rate quota")
             return False
         self.by_ip[ip] += 1
         self.total += 1

@@ -314,7 +314,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         broker.metrics = BrokerMetrics(broker, connections)
         servers.append(await broker.metrics.serve(metrics_socket))
         tasks.append(asyncio.ensure_future(broker.metrics.sample_loop_lag()))
-    quotas = ConnectionQuotas(broker.config, broker.budget.connections if broker.budget else None)
+    quotas = ConnectionQuotas(broker.config, broker.budget.connections if broker.budget else None, broker.quotas)
     for listener, sock in bound.items():
         def connection(listener=listener):
             return KafkaConnection(broker, listener, connections, drop_response, quotas)

@@ -217,3 +217,22 @@ def test_client_quotas_are_kept_described_and_throttle(start_broker):
         throttles = [busy.request("Metadata", 9, metadata)[0]["throttle_time_ms"] for _ in range(3)]
         assert throttles[-1] > 0, throttles
     bystander.check()
+
+
+@pytest.mark.timeout(60)
+def test_connection_creation_rate_quota_of_an_address(start_broker):
+    """KIP-612's per-address quota (an ip entity's connection_creation_rate): past it, new connections from
+    that address are closed; other addresses connect as before."""
+    b = start_broker({"quota.window.num": 2})
+    with wire.WireClient(b.port) as c:
+        assert alter_quotas(c, {"ip": ATTACKER}, {"connection_creation_rate": 2.0}) == [0]
+    conns = [connect_from(b.port) for _ in range(8)]
+    try:
+        answered = [served(s) for s in conns]
+        assert answered[:2] == [True, True] and not all(answered), answered
+        with connect_from(b.port, "127.0.0.1") as local:
+            assert served(local)
+    finally:
+        for s in conns:
+            s.close()
+    assert f"{ATTACKER} is over its connection_creation_rate quota" in b.log_text()
