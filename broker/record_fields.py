@@ -1,8 +1,10 @@
-"""Kafka's classic (non-flexible) field encoding, as the coordinators' internal records use it.
+"""Kafka's field encodings, as the coordinators' internal records use them.
 
 Keys and values of __consumer_offsets and __transaction_state records are
 int16-versioned structs of fixed-width integers, int16-length strings and
-int32-counted arrays.
+int32-counted arrays; flexible versions (only TransactionLog value 1 here)
+use varint-counted ("compact") strings and arrays and end each struct with
+tagged fields.
 """
 
 from __future__ import annotations
@@ -17,6 +19,20 @@ I64 = struct.Struct(">q")
 
 class RecordFormatError(ValueError):
     """A record this broker cannot read (an unknown version, or damaged)."""
+
+
+def encode_uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def encode_compact_string(s: str) -> bytes:
+    raw = s.encode()
+    return encode_uvarint(len(raw) + 1) + raw
 
 
 def encode_string(s: str | None) -> bytes:
@@ -79,7 +95,39 @@ class Reader:
 
     def count(self) -> int:
         """An array's length; -1 (null) reads as 0, and no count may promise more than the bytes left."""
-        n = self.int32()
+        return self._bounded(self.int32())
+
+    def _bounded(self, n: int) -> int:
         if n > len(self.data) - self.pos:
             raise RecordFormatError(f"array of {n} entries overruns the record")
         return max(n, 0)
+
+    # --- flexible versions ---
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            byte = self.int8() & 0xFF
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise RecordFormatError("varint longer than 5 bytes")
+
+    def compact_count(self) -> int:
+        """A compact array's length (null reads as 0)."""
+        return self._bounded(self.uvarint() - 1)
+
+    def compact_string(self) -> str:
+        n = self.uvarint() - 1
+        if n < 0:
+            raise RecordFormatError("null where a string is required")
+        try:
+            return self._take(n).decode()
+        except UnicodeDecodeError:
+            raise RecordFormatError("string is not UTF-8") from None
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        """A struct's tagged fields: tag -> its raw value."""
+        return {self.uvarint(): self._take(self.uvarint()) for _ in range(self._bounded(self.uvarint()))}

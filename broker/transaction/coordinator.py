@@ -260,10 +260,9 @@ class TransactionCoordinator:
         next_producer_id = NO_PRODUCER_ID
         if txn.epoch_exhausted and (next_producer_id := self.producer_ids.generate()) is None:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-        error = self._prepare_end(txn, txn.prepare_end(committed, now_ms(), bump_epoch=True))
+        error = self._prepare_end(txn, txn.prepare_end(committed, now_ms(), True, next_producer_id))
         if error:
             return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-        txn.next_producer_id = next_producer_id  # taken over once the markers are in
         if next_producer_id != NO_PRODUCER_ID:
             return ErrorCode.NONE, next_producer_id, 0
         return ErrorCode.NONE, txn.producer_id, txn.producer_epoch

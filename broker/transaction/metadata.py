@@ -87,6 +87,8 @@ class TxnTransitMetadata(NamedTuple):
     partitions: frozenset[TopicPartition]
     start_ms: int
     last_update_ms: int
+    next_producer_id: int = NO_PRODUCER_ID
+    previous_producer_id: int = NO_PRODUCER_ID
 
 
 @dataclass(eq=False)
@@ -104,7 +106,7 @@ class TransactionMetadata:
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     # Transaction version 2 bumps the epoch at every EndTxn; when that uses up the epochs, the
     # producer goes on with a new id once the markers are in (next), and a retry of that EndTxn
-    # names the old one (previous). In memory only.
+    # names the old one (previous).
     next_producer_id: int = NO_PRODUCER_ID
     previous_producer_id: int = NO_PRODUCER_ID
 
@@ -124,6 +126,7 @@ class TransactionMetadata:
             "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
             "last_producer_epoch": self.last_producer_epoch, "timeout_ms": self.timeout_ms,
             "partitions": self.partitions, "start_ms": self.start_ms,
+            "next_producer_id": self.next_producer_id, "previous_producer_id": self.previous_producer_id,
         }
         values.update(changes)
         return TxnTransitMetadata(state=state, last_update_ms=now, **values)
@@ -156,14 +159,16 @@ class TransactionMetadata:
         start = self.start_ms if self.state == ONGOING else now
         return self._transit(ONGOING, now, partitions=self.partitions | partitions, start_ms=start)
 
-    def prepare_end(self, committed: bool, now: int, bump_epoch: bool = False) -> TxnTransitMetadata:
+    def prepare_end(self, committed: bool, now: int, bump_epoch: bool = False,
+                    next_producer_id: int = NO_PRODUCER_ID) -> TxnTransitMetadata:
         """EndTxn; with transaction version 2 the epoch is bumped, so the markers carry the new
-        epoch and fence any late write of this transaction."""
+        epoch and fence any late write of this transaction, and ``next_producer_id`` takes over
+        once they are in when the epochs are used up."""
         state = PREPARE_COMMIT if committed else PREPARE_ABORT
         if not bump_epoch:
             return self._transit(state, now)
         return self._transit(state, now, producer_epoch=_bumped(self.producer_epoch),
-                             last_producer_epoch=self.producer_epoch)
+                             last_producer_epoch=self.producer_epoch, next_producer_id=next_producer_id)
 
     def prepare_fenced_abort(self, now: int) -> TxnTransitMetadata:
         """Abort on behalf of the coordinator (timeout, or a new producer incarnation) with the
@@ -176,14 +181,13 @@ class TransactionMetadata:
         state = COMPLETE_COMMIT if self.state == PREPARE_COMMIT else COMPLETE_ABORT
         if self.next_producer_id != NO_PRODUCER_ID:  # transaction version 2 used up the epochs
             return self._transit(state, now, partitions=frozenset(), producer_id=self.next_producer_id,
-                                 producer_epoch=0, last_producer_epoch=NO_PRODUCER_EPOCH)
+                                 producer_epoch=0, last_producer_epoch=NO_PRODUCER_EPOCH,
+                                 next_producer_id=NO_PRODUCER_ID, previous_producer_id=self.producer_id)
         return self._transit(state, now, partitions=frozenset())
 
     def complete_transition(self, transit: TxnTransitMetadata) -> None:
-        if transit.producer_id != self.producer_id:
-            self.previous_producer_id = self.producer_id
-        if transit.producer_id == self.next_producer_id:
-            self.next_producer_id = NO_PRODUCER_ID
+        self.next_producer_id = transit.next_producer_id
+        self.previous_producer_id = transit.previous_producer_id
         self.producer_id = transit.producer_id
         self.producer_epoch = transit.producer_epoch
         self.last_producer_epoch = transit.last_producer_epoch

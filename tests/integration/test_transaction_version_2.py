@@ -175,29 +175,35 @@ def test_a_restart_between_end_txn_and_its_markers_keeps_the_bumped_epoch(start_
         assert r["responses"][0]["partitions"][0]["aborted_transactions"] == []
 
 
-def test_used_up_epochs_hand_over_to_a_new_producer_id(start_broker):
-    """Near the end of the epochs (written into __transaction_state while the broker is down, rather than
-    32,000 transactions): the EndTxn that uses them up answers a new producer id at epoch 0, a retry of it
-    gets the same, and the old id is fenced."""
+def _write_state(broker, transactional_id: str, producer_id: int, epoch: int) -> None:
+    """Append the id's state (CompleteCommit at ``epoch``) to __transaction_state while the broker is down."""
     from broker.internal_topics import partition_for
     from broker.transaction import TRANSACTION_STATE_TOPIC
-    from broker.transaction.metadata import COMPLETE_COMMIT, MAX_EPOCH, TxnTransitMetadata
+    from broker.transaction.metadata import COMPLETE_COMMIT, TxnTransitMetadata
     from broker.transaction.records import transaction_key, transaction_value
     from protocol.records import build_batch, read_header
     from storage.config import LogConfig
     from storage.log import Log
+
+    state_log = Log(broker.partition_dir(TRANSACTION_STATE_TOPIC, partition_for(transactional_id, 50)), LogConfig())
+    state = TxnTransitMetadata(producer_id, epoch, -1, 60000, COMPLETE_COMMIT, frozenset(), -1, 0)
+    buf = bytearray(build_batch([(transaction_key(transactional_id), transaction_value(state))]))
+    state_log.append(buf, [(0, read_header(buf))], 0)
+    state_log.close()
+
+
+def test_used_up_epochs_hand_over_to_a_new_producer_id(start_broker):
+    """Near the end of the epochs (written into __transaction_state while the broker is down, rather than
+    32,000 transactions): the EndTxn that uses them up answers a new producer id at epoch 0, a retry of it
+    gets the same, and the old id is fenced."""
+    from broker.transaction.metadata import MAX_EPOCH
 
     b = start_broker()
     with WireClient(b.port) as c:
         create_topic(c, "tv2-overflow")
         _, pid, _ = init_producer_id(c, "overflow-v2")
     b.stop()
-    partition = partition_for("overflow-v2", 50)
-    state_log = Log(b.partition_dir(TRANSACTION_STATE_TOPIC, partition), LogConfig())
-    late = TxnTransitMetadata(pid, MAX_EPOCH - 2, -1, 60000, COMPLETE_COMMIT, frozenset(), -1, 0)
-    buf = bytearray(build_batch([(transaction_key("overflow-v2"), transaction_value(late))]))
-    state_log.append(buf, [(0, read_header(buf))], 0)
-    state_log.close()
+    _write_state(b, "overflow-v2", pid, MAX_EPOCH - 2)
     b.start()
 
     with WireClient(b.port) as c:
@@ -214,3 +220,32 @@ def test_used_up_epochs_hand_over_to_a_new_producer_id(start_broker):
         assert end_txn_v5(c, ("overflow-v2", next_pid, 0), committed=True) == (NONE, next_pid, 1)
         settle(c, "overflow-v2")
         assert lso(c, "tv2-overflow") == log_end(c, "tv2-overflow") == 6
+
+
+def test_the_new_producer_id_survives_a_crash_before_the_markers(start_broker, monkeypatch):
+    """The EndTxn that uses up the epochs answers the new producer id before its markers are out; it is
+    in __transaction_state with PrepareCommit, so a crash then does not lose it."""
+    from broker.transaction.metadata import MAX_EPOCH
+
+    b = start_broker()
+    with WireClient(b.port) as c:
+        create_topic(c, "tv2-overflow-crash", partitions=2)
+        _, pid, _ = init_producer_id(c, "overflow-crash-v2")
+    b.stop()
+    _write_state(b, "overflow-crash-v2", pid, MAX_EPOCH - 1)
+    monkeypatch.setenv("MOLDAU_FAULT_KILL_AFTER_TXN_MARKERS", "1")
+    b.start()
+    with WireClient(b.port) as c:
+        txn = ("overflow-crash-v2", pid, MAX_EPOCH - 1)
+        for partition in (0, 1):
+            assert produce_v12(c, txn, "tv2-overflow-crash", partition, 0) == NONE
+        code, next_pid, next_epoch = end_txn_v5(c, txn, committed=True)
+        assert code == NONE and next_pid != pid and next_epoch == 0
+    b.proc.wait(30)  # killed by the fault after the first of the two markers
+    monkeypatch.delenv("MOLDAU_FAULT_KILL_AFTER_TXN_MARKERS")
+    b.start()
+    with WireClient(b.port) as c:
+        assert settle(c, "overflow-crash-v2") == "CompleteCommit"
+        assert describe(c, "overflow-crash-v2")["producer_id"] == next_pid, "the id the client was given"
+        assert end_txn_v5(c, txn, committed=True) == (NONE, next_pid, 0), "a retry after the restart"
+        assert produce_v12(c, ("overflow-crash-v2", next_pid, 0), "tv2-overflow-crash", 0, 0) == NONE

@@ -37,8 +37,28 @@ def test_transaction_log_records_have_kafkas_version_0_layout():
     )
     decoded = records.decode_value(records.transaction_value(ongoing))
     assert decoded == (4000, 0, 60000, TransactionState.ONGOING, frozenset({("a", 1), ("a", 2), ("b", 0)}),
-                       T0 + 5, T0 + 5)
+                       T0 + 5, T0 + 5, -1, -1)
     assert records.decode_key(records.transaction_key("app-1")) == "app-1"
+
+
+def test_transaction_version_2_producer_ids_go_in_kafkas_tagged_fields():
+    """When an EndTxn of transaction version 2 uses up the epochs, the next producer id is written with
+    PrepareCommit (value version 1, flexible: tag 1, and tag 2 the client's transaction version), and
+    the previous one with CompleteCommit (tag 0), so that neither is lost in a crash."""
+    txn = TransactionMetadata("app-2", producer_id=4000, producer_epoch=32766, timeout_ms=60000,
+                              state=TransactionState.ONGOING, partitions=frozenset({("a", 0)}), start_ms=T0)
+    prepare = txn.prepare_end(True, T0 + 1, bump_epoch=True, next_producer_id=5000)
+    value = records.transaction_value(prepare)
+    assert value == (struct.pack(">hqhib", 1, 4000, 32767, 60000, 2)
+                     + bytes([2, 2]) + b"a" + bytes([2]) + struct.pack(">i", 0) + bytes([0])
+                     + struct.pack(">qq", T0 + 1, T0)
+                     + bytes([2, 1, 8]) + struct.pack(">q", 5000) + bytes([2, 2]) + struct.pack(">h", 2))
+    assert records.decode_value(value).to_metadata("app-2").next_producer_id == 5000
+    txn.complete_transition(prepare)
+    complete = txn.prepare_complete(T0 + 2)
+    assert (complete.producer_id, complete.producer_epoch, complete.next_producer_id,
+            complete.previous_producer_id) == (5000, 0, -1, 4000)
+    assert records.decode_value(records.transaction_value(complete))[-2:] == (-1, 4000)
 
 
 def test_state_names_and_the_partition_of_an_id():
