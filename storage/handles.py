@@ -1,8 +1,8 @@
 """Open file descriptors of segment files, at most a fixed number at once (an LRU).
 
-A partition holds three files per segment (.log, .index, .timeindex). Kept open for good, a broker
-with thousands of partitions runs out of descriptors -- for new connections, and on restart before
-it listens. Each file is instead a FileHandle: the descriptor is opened again on first use after
+A partition holds three or four files per segment (.log, .index, .timeindex, .txnindex). Kept open
+for good, a broker with thousands of partitions runs out of descriptors -- for new connections, and
+on restart before it listens. Each file is instead a FileHandle: the descriptor is opened again on first use after
 the cache closed it as least recently used. Everything on a descriptor here is positional (pread,
 pwrite, O_APPEND writes, fsync), so closing and reopening loses nothing.
 """

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from storage.errors import CorruptIndex
+from storage.handles import FileHandle
 
 TXN_INDEX_SUFFIX = ".txnindex"
 ABORTED_TXN_VERSION = 0
@@ -44,7 +45,7 @@ class TransactionIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.entries: list[AbortedTxn] = []
-        self._fd: int | None = None
+        self._file: FileHandle | None = None  # opened at the first write (most segments have no entry)
         self._pending = bytearray()  # the end of the entries, not yet in the file
         self._dirty = False
 
@@ -75,11 +76,11 @@ class TransactionIndex:
     def write_pending(self) -> None:
         if not self._pending:
             return
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        if self._file is None:
+            self._file = FileHandle(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         while self._pending:  # a short write leaves the rest pending, so the file never holds half an entry for long
             with memoryview(self._pending) as view:
-                written = os.write(self._fd, view)
+                written = os.write(self._file.fd, view)
             del self._pending[:written]
             self._dirty = True
 
@@ -116,20 +117,20 @@ class TransactionIndex:
 
     def flush(self) -> None:
         self.write_pending()
-        if self._dirty and self._fd is not None:
-            os.fsync(self._fd)
+        if self._dirty and self._file is not None:
+            os.fsync(self._file.fd)
         self._dirty = False
 
     def close(self) -> None:
         self.write_pending()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def delete(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
         self.path.unlink(missing_ok=True)
         self.entries = []
         self._pending.clear()
