@@ -46,6 +46,9 @@ import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.quota.ClientQuotaAlteration;
+import org.apache.kafka.common.quota.ClientQuotaEntity;
+import org.apache.kafka.common.quota.ClientQuotaFilter;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -103,6 +106,7 @@ public final class ClientConformance {
                 case "group" -> group(bootstrap, a[0], a[1], a[2]);
                 case "alterConfigs" -> alterConfigs(bootstrap, a[0]);
                 case "describeConfigs" -> describeConfigs(bootstrap, a[0]);
+                case "quotas" -> quotas(bootstrap, a[0]);
                 case "deleteRecords" -> deleteRecords(bootstrap, partition(a[0], a[1]), Long.parseLong(a[2]));
                 case "follow" -> follow(bootstrap, a[0], Integer.parseInt(a[1]), Integer.parseInt(a[2]));
                 default -> throw new IllegalArgumentException("unknown scenario " + scenario);
@@ -161,6 +165,35 @@ public final class ClientConformance {
             admin.alterConfigs(Map.of(other, new Config(List.of(new ConfigEntry("retention.bytes", "123456")))))
                     .all().get();
             emit("alterConfigs", "ok", true);
+        }
+    }
+
+    /** Client quotas through the Admin API (KIP-546), then a producer held to one: its throttle metric. */
+    static void quotas(String bootstrap, String topic) throws Exception {
+        ClientQuotaEntity slow = new ClientQuotaEntity(Map.of(ClientQuotaEntity.CLIENT_ID, "java-slow"));
+        Map<String, String> anyUser = new java.util.HashMap<>();
+        anyUser.put(ClientQuotaEntity.USER, null);  // the default user
+        ClientQuotaEntity defaultUser = new ClientQuotaEntity(anyUser);
+        try (Admin admin = Admin.create(common(bootstrap))) {
+            admin.alterClientQuotas(List.of(
+                    new ClientQuotaAlteration(slow, List.of(new ClientQuotaAlteration.Op("producer_byte_rate", 20_000.0))),
+                    new ClientQuotaAlteration(defaultUser,
+                            List.of(new ClientQuotaAlteration.Op("request_percentage", 500.0))))).all().get();
+            var described = admin.describeClientQuotas(ClientQuotaFilter.all()).entities().get();
+            for (var e : described.entrySet()) {
+                emit("quota", "entity", new TreeMap<>(e.getKey().entries()), "values", new TreeMap<>(e.getValue()));
+            }
+        }
+        Properties props = producerProps(bootstrap);
+        props.put("client.id", "java-slow");
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            for (int i = 0; i < 12; i++) {
+                producer.send(new ProducerRecord<>(topic, 0, null, new byte[10_000])).get();
+            }
+            double throttle = (double) producer.metrics().entrySet().stream()
+                    .filter(m -> m.getKey().name().equals("produce-throttle-time-max"))
+                    .findFirst().orElseThrow().getValue().metricValue();
+            emit("throttle", "produceThrottleTimeMaxMs", throttle);
         }
     }
 

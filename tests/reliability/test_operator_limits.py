@@ -236,3 +236,25 @@ def test_connection_creation_rate_quota_of_an_address(start_broker):
         for s in conns:
             s.close()
     assert f"{ATTACKER} is over its connection_creation_rate quota" in b.log_text()
+
+
+@pytest.mark.timeout(300)
+def test_java_admin_sets_client_quotas_and_its_producer_is_throttled(start_broker, java):
+    """Admin.alterClientQuotas / describeClientQuotas (Java kafka-clients), and a KafkaProducer whose
+    client.id has a producer_byte_rate sees throttle_time_ms (its produce-throttle-time-max metric)."""
+    from helpers.java_clients import every, only
+
+    b = start_broker({"quota.window.num": 2})
+    with wire.WireClient(b.port) as c:
+        c.request("CreateTopics", 5, {"topics": [{"name": "java-quotas", "num_partitions": 1, "replication_factor": 1,
+                                                   "assignments": [], "configs": []}],
+                                      "timeout_ms": 10000, "validate_only": False})
+    lines = java.run(b.bootstrap, "quotas", "java-quotas")
+    described = {tuple(sorted(line["entity"].items())): line["values"] for line in every(lines, "quota")}
+    assert described == {(("client-id", "java-slow"),): {"producer_byte_rate": 20000.0},
+                         (("user", None),): {"request_percentage": 500.0}}
+    assert only(lines, "throttle")["produceThrottleTimeMaxMs"] > 0
+    b.restart()
+    with wire.WireClient(b.port) as c:
+        assert describe_quotas(c, [("client-id", 0, "java-slow")]) == {
+            (("client-id", "java-slow"),): {"producer_byte_rate": 20000.0}}
