@@ -1,4 +1,4 @@
-"""Broker state shared by the handlers: config, logs, topic metadata, parked fetches."""
+"""Broker state shared by the handlers: config, logs, the metadata store and replicas, parked fetches."""
 
 from __future__ import annotations
 
@@ -7,16 +7,20 @@ import logging
 import time
 
 from storage.config import LogConfig, parse_cleanup_policy
-from storage.catalog import TopicMetadata
+from storage.catalog import TopicMetadata, validate_topic_name
 from storage.errors import InvalidTopic, TopicExists
 from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 
 from . import faults
 from .client_quotas import ClientQuotas
+from .cluster.metadata import NO_LEADER
+from .cluster.replica_manager import ReplicaManager
+from .cluster.store import LocalMetadataStore, MetadataStore
 from .config import BrokerConfig, ConfigError
 from .delayed_fetch import FetchPurgatory
 from .descriptors import Budget
+from .errors import ErrorCode
 from .fetch_session import FetchSessionCache
 from .group import GroupCoordinator
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
@@ -79,6 +83,8 @@ class Broker:
         self.producer_ids = ProducerIdManager(config.log_dir / PRODUCER_ID_FILE)
         self.cleaner = LogCleaner(self.logs, config["log.cleaner.io.max.bytes.per.second"],
                                   config["log.cleaner.dedupe.buffer.size"] // DEDUPE_BYTES_PER_KEY)
+        self.replicas = ReplicaManager(self)
+        self.store = self.replicas.store = _metadata_store(self)
         self.groups = GroupCoordinator(self.logs, config, self.notify_append)
         self.transactions = TransactionCoordinator(
             self.logs, config, self.producer_ids, self.partition_leader, self.notify_append
@@ -99,8 +105,18 @@ class Broker:
         for repair in self.logs.load():
             log.warning("recovery: %s", repair)
         log.info("loaded %d topics from %s", len(self.logs.topics), self.config.log_dir)
+
+    async def open(self) -> None:
+        """Join the cluster (a standalone broker has nothing to join), then load the coordinators' state."""
+        await self.store.start()
         self.groups.load()
         self.transactions.load()  # after the groups: its markers may complete their offsets
+
+    async def close(self) -> None:
+        """Leave the cluster: leadership handed over, session ended (controlled shutdown)."""
+        if self.replicas.fetchers is not None:
+            self.replicas.fetchers.shutdown()
+        await self.store.stop(controlled=True)
 
     def shutdown(self) -> None:
         self.transactions.log_summary()
@@ -130,11 +146,13 @@ class Broker:
         Raises InvalidTopic for a name Kafka would refuse."""
         topic = self.logs.topic(name)
         if topic is None and self.may_auto_create(name, allow_auto_create):
+            validate_topic_name(name)
             try:
-                topic = self.logs.create_topic(name, self.config["num.partitions"])
+                topic = self.store.auto_create(name, self.config["num.partitions"])
             except TopicExists:  # a CreateTopics or Metadata request is making it right now
                 return None
-            log.info("auto-created topic %s with %d partitions", name, topic.num_partitions)
+            if topic is not None:
+                log.info("auto-created topic %s with %d partitions", name, topic.num_partitions)
         return topic
 
     def endpoint(self, header) -> tuple[str, int]:
@@ -150,42 +168,58 @@ class Broker:
     async def auto_create(self, name: str) -> TopicMetadata | None:
         """Metadata's auto-creation, in steps like CreateTopics; None if another request is creating it."""
         try:
-            topic = await self.create_topic(name, self.config["num.partitions"])
+            topic = await self.store.create_topic(name, self.store.plan_replicas(self.config["num.partitions"], -1, None),
+                                                  {})
         except TopicExists:
             return None
         log.info("auto-created topic %s with %d partitions", name, topic.num_partitions)
         return topic
 
-    async def create_topic(self, name: str, partitions: int, configs: dict | None = None) -> TopicMetadata:
-        """Create a topic a few partitions at a time, serving other connections in between."""
-        await in_steps(self.logs.create_topic_steps(name, partitions, configs))
+    async def create_topic_locally(self, name: str, partitions: int, configs: dict | None = None,
+                                   topic_id=None) -> TopicMetadata:
+        """Create a topic's logs a few partitions at a time, serving other connections in between."""
+        await in_steps(self.logs.create_topic_steps(name, partitions, configs, topic_id))
         return self.logs.topic(name)
 
     def partition_leader(self, topic: str, partition: int) -> int | None:
-        """The node leading the partition -- always this one; None if there is no such partition."""
-        return self.node_id if self.logs.log(topic, partition) is not None else None
+        """The node leading the partition (-1 while it has none); None if there is no such partition."""
+        state = self.store.cache.partition_state(topic, partition)
+        return None if state is None else state.leader
 
     def in_sync_replicas(self, topic: str, partition: int) -> list[int]:
-        """The partition's ISR, which min.insync.replicas is measured against: this broker alone."""
-        return [self.node_id]
+        """The partition's ISR, which min.insync.replicas is measured against."""
+        state = self.store.cache.partition_state(topic, partition)
+        return [] if state is None else list(state.isr)
+
+    def brokers(self, header) -> list[dict]:
+        """Metadata's live brokers; this one as the listener the request came in on advertises it."""
+        host, port = self.endpoint(header)
+        return [{"node_id": b.node_id, "host": host if b.node_id == self.node_id else b.host,
+                 "port": port if b.node_id == self.node_id else b.port, "rack": b.rack}
+                for b in self.store.cache.live_brokers()]
 
     def partition_metadata(self, topic: TopicMetadata) -> list[dict]:
-        """Metadata partition entries: this broker leads every partition."""
-        nodes = [self.node_id]
-        return [
-            {
-                "error_code": 0,
+        """Metadata partition entries: leader, epoch, replicas, ISR, offline replicas."""
+        live = self.store.cache.brokers
+        entries = []
+        for p in range(topic.num_partitions):
+            state = self.store.cache.partition_state(topic.name, p)
+            if state is None:
+                entries.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": p, "leader_id": -1,
+                                "leader_epoch": -1, "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
+                continue
+            entries.append({
+                "error_code": ErrorCode.LEADER_NOT_AVAILABLE if state.leader == NO_LEADER else 0,
                 "partition_index": p,
-                "leader_id": self.node_id,
-                "leader_epoch": 0,
-                "replica_nodes": nodes,
-                "isr_nodes": nodes,
-                "offline_replicas": [],
+                "leader_id": state.leader,
+                "leader_epoch": state.leader_epoch,
+                "replica_nodes": list(state.replicas),
+                "isr_nodes": list(state.isr),
+                "offline_replicas": [r for r in state.replicas if r not in live],
                 "eligible_leader_replicas": [],
                 "last_known_elr": [],
-            }
-            for p in range(topic.num_partitions)
-        ]
+            })
+        return entries
 
     # ---- fetch long-poll ------------------------------------------------------
 
@@ -201,6 +235,15 @@ def _remove_files(files) -> None:
             path.unlink(missing_ok=True)
         except OSError as exc:  # the next start removes what is left
             log.warning("could not remove %s: %s", path, exc)
+
+
+def _metadata_store(broker: Broker) -> MetadataStore:
+    """etcd.connect makes the broker one of a cluster; the etcd client is imported only then."""
+    if not broker.config["etcd.connect"]:
+        return LocalMetadataStore(broker)
+    from .cluster.etcd_store import EtcdMetadataStore
+
+    return EtcdMetadataStore(broker)
 
 
 __all__ = ["Broker", "InvalidTopic", "INTERNAL_TOPICS", "now_ms"]

@@ -60,6 +60,9 @@ def _serve(args) -> int:
     except ConfigError as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2
+    except ImportError as exc:
+        print(f"moldau: etcd.connect needs the etcd client (pip install 'moldau[cluster]'): {exc}", file=sys.stderr)
+        return 2
     try:
         broker.start()
     except (OSError, StorageError) as exc:  # a full disk, a directory of another node.id
@@ -75,6 +78,9 @@ def _serve(args) -> int:
 
     try:
         uvloop.run(run())
+    except ConnectionError as exc:  # etcd unreachable at start
+        print(f"moldau: {exc}", file=sys.stderr)
+        return 1
     finally:
         broker.shutdown()
         dir_lock.close()

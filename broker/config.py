@@ -151,6 +151,20 @@ SETTINGS: list[Setting] = [
     Setting("sasl.server.max.receive.size", int, 524288, "Largest request accepted before authentication."),
     Setting("connection.failed.authentication.delay.ms", int, 100,
             "How long a failed authentication waits before its answer and the close."),
+    # the cluster (docs/architecture.md); without etcd.connect the broker runs alone
+    Setting("etcd.connect", str, "", "etcd endpoints host:port[,host:port...][/chroot]; empty: a standalone broker."),
+    Setting("etcd.session.timeout.ms", int, 18_000, "A broker is gone when etcd has not heard from it this long."),
+    Setting("default.replication.factor", int, 1, "Replicas of an auto-created or unspecified-factor topic."),
+    Setting("unclean.leader.election.enable", _bool, False,
+            "Elect an out-of-sync replica when no in-sync one is left, losing what it lacks (topic-level too)."),
+    Setting("replica.lag.time.max.ms", int, 30_000, "A follower not caught up for this long leaves the ISR."),
+    Setting("replica.fetch.wait.max.ms", int, 500, "How long a follower's fetch waits at the leader for data."),
+    Setting("replica.fetch.max.bytes", int, 1_048_576, "Bytes a follower asks for per partition and fetch."),
+    Setting("offsets.topic.replication.factor", int, 3,
+            "Replicas of __consumer_offsets (as many as there are live brokers if fewer)."),
+    Setting("transaction.state.log.replication.factor", int, 3,
+            "Replicas of __transaction_state (as many as there are live brokers if fewer)."),
+    Setting("transaction.state.log.min.isr", int, 2, "min.insync.replicas of __transaction_state (capped likewise)."),
 ]
 _BY_NAME = {s.name: s for s in SETTINGS}
 LISTENER_PREFIX = "listener.name."

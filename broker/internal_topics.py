@@ -14,6 +14,13 @@ from storage.log_manager import LogManager
 
 log = logging.getLogger("moldau.broker")
 
+# topic -> (its partition count, replication factor and min.insync.replicas settings)
+INTERNAL_TOPIC_SETTINGS = {
+    "__consumer_offsets": ("offsets.topic.num.partitions", "offsets.topic.replication.factor", None),
+    "__transaction_state": ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
+                            "transaction.state.log.min.isr"),
+}
+
 
 def open_internal_topic(logs: LogManager, name: str, num_partitions: int, segment_bytes: int) -> TopicMetadata:
     """The topic, created compacted with ``num_partitions`` if missing. An existing one keeps

@@ -20,6 +20,7 @@ from storage.log_manager import LogManager
 from .errors import ErrorCode
 
 READ_COMMITTED = 1
+FOLLOWER = -1  # a replica's fetch: up to the log end, not the high watermark
 
 
 class TopicPartition(NamedTuple):
@@ -46,10 +47,13 @@ class PartitionData(NamedTuple):
     log_start_offset: int = -1
     records: bytes = b""
     aborted_transactions: list | None = None
+    diverging_epoch: dict | None = None  # a follower's log parts from the leader's here (nothing is read)
 
 
 def fetchable_end(log_: Log, isolation: int) -> int:
-    """The offset a consumer of this isolation level may read up to (exclusive)."""
+    """The offset a consumer of this isolation level (or a follower) may read up to (exclusive)."""
+    if isolation == FOLLOWER:
+        return log_.log_end_offset
     return log_.last_stable_offset if isolation == READ_COMMITTED else log_.high_watermark
 
 
@@ -70,13 +74,14 @@ def read_partition(log_: Log, want: FetchPartition, isolation: int, max_bytes: i
     if read_committed:
         aborted = []
     offset = want.fetch_offset
-    if offset != log_.high_watermark and (max_bytes > 0 or min_one):
+    end = log_.log_end_offset if isolation == FOLLOWER else log_.high_watermark
+    if offset != end and (max_bytes > 0 or min_one):
         try:
             if read_committed:
                 records, aborted_txns = log_.read_committed(offset, max_bytes, min_one)
                 aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted_txns]
             else:
-                records = log_.read(offset, max_bytes, min_one=min_one)
+                records = log_.read(offset, max_bytes, end, min_one=min_one)
         except OffsetOutOfRange:
             return _with_offsets(ErrorCode.OFFSET_OUT_OF_RANGE, log_)
     return _with_offsets(ErrorCode.NONE, log_, records, aborted)
@@ -87,13 +92,18 @@ def _with_offsets(error: int, log_: Log, records=b"", aborted=None) -> Partition
 
 
 def read_from_logs(
-    logs: LogManager, wanted: dict[TopicPartition, FetchPartition], isolation: int, max_bytes: int
+    logs: LogManager, wanted: dict[TopicPartition, FetchPartition], isolation: int, max_bytes: int,
+    answered: dict[TopicPartition, PartitionData] | None = None,
 ) -> tuple[dict[TopicPartition, PartitionData], int]:
-    """Read every wanted partition in order: (what each returned, total bytes)."""
+    """Read every wanted partition in order: (what each returned, total bytes). Partitions in
+    ``answered`` (not led here, a fenced epoch, a diverging follower) get that answer unread."""
     budget = max_bytes
     total = 0
     found = {}
     for key, want in wanted.items():
+        if answered and key in answered:
+            found[key] = answered[key]
+            continue
         log_ = partition_log(logs, key)
         if log_ is None:
             found[key] = _UNKNOWN_ID if isinstance(key.topic, uuid.UUID) else _UNKNOWN_TOPIC

@@ -300,6 +300,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
     loop = asyncio.get_running_loop()
     servers = []
     connections: set[KafkaConnection] = set()
+    await broker.open()
     broker.groups.start()
     broker.transactions.start(LoopbackChannel(broker))
     drop_response = faults.response_dropper()
@@ -336,6 +337,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
     finally:
         for task in tasks:
             task.cancel()
+        await broker.close()  # while still serving: the new leaders' followers may fetch the rest from here
         for server in servers:
             server.close()
         for conn in list(connections):

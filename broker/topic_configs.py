@@ -85,8 +85,9 @@ TOPIC_CONFIGS = {
         TopicConfig("preallocate", BOOLEAN, (), "false", _only("false")),
         TopicConfig("segment.index.bytes", INT, (), "10485760", _only("10485760")),
         TopicConfig("segment.jitter.ms", LONG, (), "0", _only("0")),
-        # one replica: no leader election, clean or unclean, ever happens
-        TopicConfig("unclean.leader.election.enable", BOOLEAN, (), "false", _only("true", "false")),
+        # read by the controller (broker/cluster/controller.py), not by the log
+        TopicConfig("unclean.leader.election.enable", BOOLEAN, ("unclean.leader.election.enable",), "false",
+                    _only("true", "false")),
     ]
 }
 assert {n for n, c in TOPIC_CONFIGS.items() if c.accepts is None} == LOG_CONFIG_NAMES

@@ -20,6 +20,7 @@ from crc32c import crc32c
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = _HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength precede the length-counted part
+_LEADER_EPOCH = struct.Struct(">i")
 _CRC_START = 21  # the CRC covers attributes to the end of the batch
 _MAX_TS_AT = 35
 _ATTR_AT = 21
@@ -163,6 +164,11 @@ def parse_produce_records(buf) -> list[tuple[int, BatchHeader]]:
 
 def set_base_offset(buf: bytearray, pos: int, offset: int) -> None:
     _I64.pack_into(buf, pos, offset)
+
+
+def set_leader_epoch(buf: bytearray, pos: int, epoch: int) -> None:
+    """Stamp partitionLeaderEpoch (outside the CRC, like the base offset)."""
+    _LEADER_EPOCH.pack_into(buf, pos + LOG_OVERHEAD, epoch)
 
 
 def set_log_append_time(buf: bytearray, pos: int, hdr: BatchHeader, timestamp_ms: int) -> None:

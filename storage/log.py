@@ -23,11 +23,13 @@ from protocol.records import (
     read_control_marker,
     read_header,
     set_base_offset,
+    set_leader_epoch,
     set_log_append_time,
 )
 from storage.config import LogConfig
 from storage.errors import CorruptIndex, InconsistentMetadata, OffsetOutOfRange, RecordBatchTooLarge
 from storage.files import decode_uuid, encode_uuid, fsync_dir, read_key_values, write_key_values
+from storage.leader_epoch import LeaderEpochCache
 from storage.producer_state import ProducerStateManager
 from storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, Truncation
 from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
@@ -86,7 +88,9 @@ def _segment_base(segment: LogSegment) -> int:
 class Log:
     """One partition directory ``<log_dir>/<topic>-<partition>/``.
 
-    On this single broker the log end offset is also the high watermark.
+    The high watermark is the log end offset unless a replicated partition
+    sets it (``set_high_watermark``): then it is the offset every in-sync
+    replica has reached, and readers see nothing at or past it.
     The recovery point is the offset below which everything was fsynced; an
     unclean start CRC-checks the segments from the one holding it on, and
     ``repairs`` lists what loading had to fix.
@@ -129,8 +133,11 @@ class Log:
         if needs_recovery:
             self.flush(now_ms)  # what recovery kept is now durable
         self.recovery_point = self.log_end_offset
+        self._high_watermark: int | None = None
         self.producer_state = ProducerStateManager(directory)
         self._load_producer_state(now_ms, rebuild_txn_indexes=not self._load_txn_indexes())
+        self.leader_epochs = LeaderEpochCache(directory)
+        self._load_leader_epochs()
 
     # --- opening -----------------------------------------------------------
 
@@ -232,6 +239,18 @@ class Log:
                 self._complete_txn(segment, hdr, marker.type == CONTROL_COMMIT, marker.coordinator_epoch, now_ms)
         self.producer_state.truncate_head(self.log_start_offset)  # a snapshot may predate the log start
 
+    def _load_leader_epochs(self) -> None:
+        """Drop checkpoint entries past the recovered log end; rebuild a missing checkpoint from the batches."""
+        cache = self.leader_epochs
+        if cache.loaded:
+            cache.truncate_from_end(self.log_end_offset)
+            return
+        for segment, position in self._positions_from(self.log_start_offset):
+            for _, hdr in segment.headers(position):
+                cache.assign(hdr.leader_epoch, hdr.base_offset, persist=False)
+        if cache.entries:
+            cache._write()
+
     def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
         self._dir_dirty = True
         return LogSegment(self.directory, base_offset, self.config.index_interval_bytes, now_ms, create=True)
@@ -266,7 +285,11 @@ class Log:
 
     @property
     def high_watermark(self) -> int:
-        return self.log_end_offset
+        end = self.log_end_offset
+        return end if self._high_watermark is None else min(self._high_watermark, end)
+
+    def set_high_watermark(self, offset: int) -> None:
+        self._high_watermark = offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -293,7 +316,12 @@ class Log:
     # --- writing -----------------------------------------------------------
 
     def append(
-        self, buf: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int, from_coordinator: bool = False
+        self,
+        buf: bytearray,
+        batches: list[tuple[int, BatchHeader]],
+        now_ms: int,
+        from_coordinator: bool = False,
+        leader_epoch: int = 0,
     ) -> tuple[int, int]:
         """Assign offsets to validated batches in ``buf`` and store them; returns (first, last) offset.
 
@@ -313,13 +341,19 @@ class Log:
         duplicate = self.producer_state.check(batches, from_coordinator)
         if duplicate is not None:
             return duplicate.first_offset, duplicate.last_offset
-        stored = self._write(buf, batches, now_ms)
+        stored = self._write(buf, batches, now_ms, leader_epoch)
         self.producer_state.update(stored, now_ms)
         self._flush_if_full(now_ms)
         return stored[0][1].base_offset, stored[-1][1].last_offset
 
     def append_marker(
-        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool, now_ms: int
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        now_ms: int,
+        leader_epoch: int = 0,
     ) -> int:
         """Write a producer's commit or abort marker (WriteTxnMarkers); returns its offset.
 
@@ -330,7 +364,7 @@ class Log:
         self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         marker = CONTROL_COMMIT if committed else CONTROL_ABORT
         buf = bytearray(control_batch(marker, producer_id, producer_epoch, coordinator_epoch, now_ms))
-        ((_, hdr),) = self._write(buf, [(0, read_header(buf))], now_ms)
+        ((_, hdr),) = self._write(buf, [(0, read_header(buf))], now_ms, leader_epoch)
         self._complete_txn(self.active_segment, hdr, committed, coordinator_epoch, now_ms)
         self._flush_if_full(now_ms)
         return hdr.base_offset
@@ -347,8 +381,32 @@ class Log:
             stable = marker.next_offset if first_unstable is None else first_unstable
             segment.txn_index.append(AbortedTxn(marker.producer_id, first_offset, marker.base_offset, stable))
 
-    def _write(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> list:
-        """Assign offsets, roll if due and write; returns (position, header as stored) per batch."""
+    def append_as_follower(self, buf, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+        """Store a leader's batches byte for byte, offsets and leader epochs as the leader assigned them.
+
+        The producer state and the transaction index are rebuilt from the batch headers and markers, as
+        on recovery, so a follower that becomes leader dedups retries and serves read_committed the same.
+        """
+        if batches[0][1].base_offset != self.log_end_offset:
+            raise ValueError(f"{self.name}: leader batch at {batches[0][1].base_offset}, log end {self.log_end_offset}")
+        if self._should_roll(len(buf), batches[-1][1].last_offset, now_ms):
+            self._roll(now_ms)
+        segment = self.active_segment
+        segment.append(buf, batches)
+        for position, hdr in batches:
+            self.leader_epochs.assign(hdr.leader_epoch, hdr.base_offset)
+            if hdr.producer_id == NO_PRODUCER_ID:
+                continue
+            if hdr.is_control:
+                marker = read_control_marker(bytes(buf[position : position + hdr.size]))
+                self._complete_txn(segment, hdr, marker.type == CONTROL_COMMIT, marker.coordinator_epoch, now_ms)
+            else:
+                self.producer_state.add_batch(hdr, now_ms)
+        self._flush_if_full(now_ms)
+
+    def _write(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int, leader_epoch: int) -> list:
+        """Assign offsets and the leader epoch, roll if due and write; returns (position, header as stored)."""
+        self.leader_epochs.assign(leader_epoch, self.log_end_offset)
         next_offset = self.log_end_offset
         stamp = self.config.log_append_time
         stored = []
@@ -359,11 +417,12 @@ class Log:
                     f"batch of {hdr.size} bytes exceeds segment.bytes {self.config.segment_bytes} of {self.name}"
                 )
             set_base_offset(buf, position, next_offset)
+            set_leader_epoch(buf, position, leader_epoch)
             if stamp:
                 set_log_append_time(buf, position, hdr, now_ms)
-                hdr = hdr._replace(base_offset=next_offset, max_timestamp=now_ms)
+                hdr = hdr._replace(base_offset=next_offset, leader_epoch=leader_epoch, max_timestamp=now_ms)
             else:
-                hdr = hdr._replace(base_offset=next_offset)
+                hdr = hdr._replace(base_offset=next_offset, leader_epoch=leader_epoch)
             stored.append((position, hdr))
             next_offset = hdr.next_offset
         incoming_timestamp = max(hdr.max_timestamp for _, hdr in stored)
@@ -405,6 +464,9 @@ class Log:
         if found is not None:
             segment.truncate_to(found[0])
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+        if self._high_watermark is not None:
+            self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self._load_producer_state(_now_ms())
 
     # --- retention ---------------------------------------------------------

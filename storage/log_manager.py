@@ -186,14 +186,18 @@ class LogManager:
     def config_for(self, topic: TopicMetadata) -> LogConfig:
         return self.default_config.with_topic_configs(topic.configs)
 
-    def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str] | None = None) -> TopicMetadata:
-        _run(self.create_topic_steps(name, num_partitions, configs))
+    def create_topic(
+        self, name: str, num_partitions: int, configs: Mapping[str, str] | None = None, topic_id: uuid.UUID | None = None
+    ) -> TopicMetadata:
+        _run(self.create_topic_steps(name, num_partitions, configs, topic_id))
         return self._topics[name]
 
     def create_topic_steps(
-        self, name: str, num_partitions: int, configs: Mapping[str, str] | None = None
+        self, name: str, num_partitions: int, configs: Mapping[str, str] | None = None,
+        topic_id: uuid.UUID | None = None,
     ) -> Iterator[None]:
         """Create a topic, yielding after every CREATE_STEP partitions so an event loop can serve others.
+        ``topic_id`` is the cluster's when the metadata store assigned one.
 
         Atomic: the partition logs are made first, out of sight, and the topic exists from the moment
         its catalog entry is appended; a failure on the way removes the logs made so far.
@@ -208,8 +212,7 @@ class LogManager:
             raise InvalidPartitions(f"number of partitions must be at least 1, got {num_partitions}")
         configs = dict(configs or {})
         self.default_config.with_topic_configs(configs)  # raises InvalidConfig before anything is written
-        topic_id = random_uuid()
-        while topic_id in self._topic_ids:
+        while topic_id is None or topic_id in self._topic_ids:
             topic_id = random_uuid()
         topic = TopicMetadata(name, topic_id, num_partitions, configs)
         self._creating.add(name)

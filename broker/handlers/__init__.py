@@ -25,6 +25,7 @@ from . import (
     init_producer_id,
     list_offsets,
     metadata,
+    offset_for_leader_epoch,
     produce,
 )
 from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
@@ -84,6 +85,8 @@ _MODULES = [
     alter_configs,
     incremental_alter_configs,
     describe_log_dirs,
+    # replication
+    offset_for_leader_epoch,
     # consumer groups
     find_coordinator,
     join_group,

@@ -1,9 +1,9 @@
-"""CreatePartitions: grow a topic's partition count."""
+"""CreatePartitions: grow a topic's partition count; new replicas assigned like CreateTopics'."""
 
 import logging
 
-from broker.broker import in_steps
 from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
+from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor
 from broker.errors import ErrorCode
 from storage.errors import TopicExists
 
@@ -25,14 +25,23 @@ async def _grow(broker, want: dict, validate_only: bool, mutations: ControllerMu
                 "error_message": f"topic has {topic.num_partitions} partitions; {count} is not more"}
     if mutations.refused():
         return {"name": name, "error_code": ErrorCode.THROTTLING_QUOTA_EXCEEDED, "error_message": QUOTA_EXCEEDED}
+    state = broker.store.cache.partition_state(name, 0)
+    explicit = {topic.num_partitions + i: list(a["broker_ids"]) for i, a in enumerate(want["assignments"] or ())}
+    try:
+        plan = broker.store.plan_replicas(count - topic.num_partitions, len(state.replicas) if state else -1,
+                                          explicit or None, first_partition=topic.num_partitions)
+        if not validate_only:
+            await broker.store.create_partitions(name, plan)
+    except InvalidReplicationFactor as exc:
+        return {"name": name, "error_code": ErrorCode.INVALID_REPLICATION_FACTOR, "error_message": str(exc)}
+    except InvalidReplicaAssignment as exc:
+        return {"name": name, "error_code": ErrorCode.INVALID_REPLICA_ASSIGNMENT, "error_message": str(exc)}
+    except TopicExists as exc:  # another request is changing it
+        return {"name": name, "error_code": ErrorCode.REASSIGNMENT_IN_PROGRESS, "error_message": str(exc)}
+    except OSError as exc:  # nothing of the new partitions is left behind
+        log.error("could not add partitions to %s: %s", name, exc)
+        return {"name": name, "error_code": ErrorCode.KAFKA_STORAGE_ERROR, "error_message": str(exc)}
     if not validate_only:
-        try:
-            await in_steps(broker.logs.add_partitions_steps(name, count))
-        except TopicExists as exc:  # another request is changing it
-            return {"name": name, "error_code": ErrorCode.REASSIGNMENT_IN_PROGRESS, "error_message": str(exc)}
-        except OSError as exc:  # nothing of the new partitions is left behind
-            log.error("could not add partitions to %s: %s", name, exc)
-            return {"name": name, "error_code": ErrorCode.KAFKA_STORAGE_ERROR, "error_message": str(exc)}
         mutations.record(count - topic.num_partitions)
         log.info("topic %s grown from %d to %d partitions", name, topic.num_partitions, count)
     return {"name": name, "error_code": 0, "error_message": None}

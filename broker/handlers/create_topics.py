@@ -1,10 +1,12 @@
-"""CreateTopics: new topics on this single broker (replication factor 1)."""
+"""CreateTopics: replicas assigned by the metadata store (spread over the live brokers) or given
+explicitly by the request; INVALID_REPLICATION_FACTOR when there are too few brokers."""
 
 import logging
 
 from broker import topic_configs
 from broker.broker import InvalidTopic
 from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
+from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor
 from broker.errors import ErrorCode
 from storage.catalog import validate_topic_name
 from storage.errors import TopicExists
@@ -26,33 +28,39 @@ async def _create(broker, want: dict, validate_only: bool) -> dict:
     count = want["num_partitions"]
     if count == -1:
         count = broker.config["num.partitions"]
+    assignment = {a["partition_index"]: list(a["broker_ids"]) for a in want["assignments"] or ()}
     configs = {c["name"]: c["value"] for c in want["configs"] if c["value"] is not None}
     problem = topic_configs.validate(configs, broker.logs.default_config)
     if broker.logs.topic(name) is not None:
         result.update(error_code=ErrorCode.TOPIC_ALREADY_EXISTS, error_message=f"topic {name} already exists")
-    elif count <= 0 or want["assignments"]:
+    elif assignment and (want["num_partitions"] != -1 or want["replication_factor"] != -1):
+        result.update(error_code=ErrorCode.INVALID_REQUEST,
+                      error_message="both replica assignments and a partition count or replication factor")
+    elif count <= 0 and not assignment:
         result.update(error_code=ErrorCode.INVALID_PARTITIONS, error_message="partition count must be positive")
-    elif want["replication_factor"] not in (-1, 1):
-        result.update(error_code=ErrorCode.INVALID_REPLICATION_FACTOR,
-                      error_message="replication factor must be 1 on a single broker")
     elif problem:
         result.update(error_code=ErrorCode.INVALID_CONFIG, error_message=problem)
     else:
         try:
-            if validate_only:
-                validate_topic_name(name)
-                topic_id = None
-            else:
-                topic_id = (await broker.create_topic(name, count, configs)).topic_id
+            validate_topic_name(name)
+            plan = broker.store.plan_replicas(count, want["replication_factor"], assignment or None)
+            topic_id = None
+            if not validate_only:
+                topic_id = (await broker.store.create_topic(name, plan, configs)).topic_id
         except InvalidTopic as exc:
             result.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=str(exc))
         except TopicExists as exc:  # another request is creating it right now
             result.update(error_code=ErrorCode.TOPIC_ALREADY_EXISTS, error_message=str(exc))
+        except InvalidReplicationFactor as exc:
+            result.update(error_code=ErrorCode.INVALID_REPLICATION_FACTOR, error_message=str(exc))
+        except InvalidReplicaAssignment as exc:
+            result.update(error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT, error_message=str(exc))
         except OSError as exc:  # nothing of the topic is left behind
             log.error("could not create topic %s: %s", name, exc)
             result.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=f"could not create the topic: {exc}")
         else:
-            result.update(topic_id=topic_id, num_partitions=count, replication_factor=1, configs=[])
+            result.update(topic_id=topic_id, num_partitions=len(plan), replication_factor=len(plan[min(plan)]),
+                          configs=[])
             if not validate_only:
                 log.info("created topic %s: %d partitions, configs %s", name, count, configs or "default")
     return result

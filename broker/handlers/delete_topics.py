@@ -1,10 +1,11 @@
-"""DeleteTopics: by name (v0-5) or by name or id (v6+)."""
+"""DeleteTopics: by name (v0-5) or by name or id (v6+), on every broker of the cluster."""
 
 import logging
 
 from broker.broker import INTERNAL_TOPICS, in_steps
 from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.errors import ErrorCode
+from storage.errors import UnknownTopic
 
 log = logging.getLogger("moldau.delete_topics")
 
@@ -23,7 +24,11 @@ async def _delete(broker, name, topic_id, mutations: ControllerMutations) -> dic
     if mutations.refused():
         return {"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                 "error_message": QUOTA_EXCEEDED}
-    await in_steps(broker.logs.delete_topic_steps(topic.name))
+    try:
+        await broker.store.delete_topic(topic.name)
+    except UnknownTopic:
+        return {"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                "error_message": None}
     mutations.record(topic.num_partitions)
     log.info("deleted topic %s (%d partitions)", topic.name, topic.num_partitions)
     return {"name": topic.name, "topic_id": topic.topic_id, "error_code": 0, "error_message": None}

@@ -1,18 +1,18 @@
-"""DescribeCluster: this broker is the whole cluster and its controller."""
+"""DescribeCluster: the live brokers and the controller."""
 
 API = "DescribeCluster"
 VERSIONS = (0, 1)
 
 
 def handle(broker, request, header) -> dict:
-    host, port = broker.endpoint(header)
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
         "error_message": None,
         "endpoint_type": request["endpoint_type"],
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}],
+        "controller_id": broker.store.cache.controller_id,
+        "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+                    for b in broker.brokers(header)],
         "cluster_authorized_operations": -2147483648,
     }

@@ -6,8 +6,14 @@ KIP-227). A fetch that finds less than min_bytes parks in the fetch
 purgatory (broker/delayed_fetch.py) until appends bring enough or
 max_wait_ms passes, and is dropped if its connection closes first.
 
-read_committed fetches get nothing at or past the last stable offset, and
-the aborted transactions among what they get, whose records the client drops.
+Consumers read below the high watermark; read_committed fetches get nothing
+at or past the last stable offset, and the aborted transactions among what
+they get, whose records the client drops. Only the leader serves a partition
+(NOT_LEADER_OR_FOLLOWER elsewhere; current_leader_epoch checked, KIP-320). A
+follower (ReplicaState's replica id, v15+) reads up to the log end; its fetch
+offset tells the leader how far it has replicated, and a last_fetched_epoch
+that disagrees with the leader's epochs gets a diverging epoch back instead
+of records, to truncate to (KIP-595's form of KIP-101/279).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import uuid
 from broker.broker import now_ms
 from broker.delayed_fetch import DelayedFetch
 from broker.fetch_session import FetchContext, new_context
-from broker.log_read import FetchPartition, PartitionData, TopicPartition, read_from_logs
+from broker.log_read import FOLLOWER, FetchPartition, PartitionData, TopicPartition, read_from_logs
 
 API = "Fetch"
 VERSIONS = (4, 17)
@@ -37,6 +43,51 @@ def requested_partitions(request, uses_topic_ids: bool) -> dict[TopicPartition, 
     return wanted
 
 
+def replica_id_of(request) -> int:
+    state = request.get("replica_state")
+    return state["replica_id"] if state else request["replica_id"]
+
+
+def diverging_epoch(log_, last_fetched_epoch: int, fetch_offset: int) -> dict | None:
+    """Where a follower's log parts from this one, if its last fetched epoch says it does."""
+    if last_fetched_epoch < 0:
+        return None
+    cache = log_.leader_epochs
+    epoch, end = cache.end_offset_for(last_fetched_epoch, log_.log_end_offset)
+    if epoch == last_fetched_epoch and end >= fetch_offset:
+        return None
+    if epoch < 0:  # an epoch older than all of this log's: everything from this log's first epoch on differs
+        end = cache.entries[0].start_offset if cache.entries else log_.log_end_offset
+    return {"epoch": epoch, "end_offset": end}
+
+
+def leadership_answers(broker, request, uses_topic_ids: bool) -> dict[TopicPartition, PartitionData]:
+    """The answers of partitions not to read: not led here, a current_leader_epoch that is not the
+    leader's, a follower whose log diverged. A follower's fetch of the others tells the leader its log end."""
+    answers = {}
+    replica_id = replica_id_of(request)
+    for want in request["topics"]:
+        topic = broker.logs.topic_by_id(want["topic_id"]) if uses_topic_ids else broker.logs.topic(want["topic"])
+        if topic is None:
+            continue  # read_from_logs answers UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION
+        for p in want["partitions"]:
+            key = TopicPartition(want["topic_id"] if uses_topic_ids else want["topic"], p["partition"])
+            partition, error = broker.replicas.leader_partition(topic.name, p["partition"])
+            if partition is not None:
+                error = partition.check_epoch(p["current_leader_epoch"])
+            if error:
+                answers[key] = PartitionData(error)
+            elif replica_id >= 0:
+                diverging = diverging_epoch(partition.log, p["last_fetched_epoch"], p["fetch_offset"])
+                if diverging is not None:
+                    log_ = partition.log
+                    answers[key] = PartitionData(0, log_.high_watermark, log_.last_stable_offset,
+                                                 log_.log_start_offset, diverging_epoch=diverging)
+                else:
+                    partition.follower_fetched(replica_id, p["fetch_offset"])
+    return answers
+
+
 def forgotten_partitions(request, uses_topic_ids: bool) -> list[TopicPartition]:
     return [TopicPartition(t["topic_id"] if uses_topic_ids else t["topic"], p)
             for t in request["forgotten_topics_data"] for p in t["partitions"]]
@@ -47,23 +98,26 @@ def handle(broker, request, header):
     context = new_context(
         broker.fetch_sessions, request["session_id"], request["session_epoch"],
         requested_partitions(request, uses_topic_ids), forgotten_partitions(request, uses_topic_ids),
-        uses_topic_ids, privileged=request["replica_id"] >= 0, now_ms=now_ms())
+        uses_topic_ids, privileged=replica_id_of(request) >= 0, now_ms=now_ms())
     if context.error:
         return _response(context, {})
-    isolation = request["isolation_level"]
+    isolation = FOLLOWER if replica_id_of(request) >= 0 else request["isolation_level"]
     max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
-    found, total = read_from_logs(broker.logs, context.to_read(broker.logs), isolation, max_bytes)
-    if total >= request["min_bytes"] or request["max_wait_ms"] <= 0:
+    answered = leadership_answers(broker, request, uses_topic_ids)
+    found, total = read_from_logs(broker.logs, context.to_read(broker.logs), isolation, max_bytes, answered)
+    diverged = any(a.diverging_epoch is not None for a in answered.values())
+    if total >= request["min_bytes"] or request["max_wait_ms"] <= 0 or diverged:
         return _response(context, found)
     delayed = DelayedFetch(broker.logs, context.partitions, isolation, request["min_bytes"], total)
     if not delayed.topics:
         return _response(context, found)
-    return _complete_later(broker, context, delayed, max_bytes, request["max_wait_ms"])
+    return _complete_later(broker, context, delayed, max_bytes, request["max_wait_ms"], answered)
 
 
-async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, max_bytes: int, max_wait_ms: int):
+async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, max_bytes: int, max_wait_ms: int,
+                          answered: dict):
     await broker.fetch_purgatory.park(delayed, max_wait_ms / 1000)
-    found, _ = read_from_logs(broker.logs, context.to_read(broker.logs), delayed.isolation, max_bytes)
+    found, _ = read_from_logs(broker.logs, context.to_read(broker.logs), delayed.isolation, max_bytes, answered)
     return _response(context, found)
 
 
@@ -86,5 +140,6 @@ def _response(context: FetchContext, found: dict[TopicPartition, PartitionData])
             "aborted_transactions": data.aborted_transactions,
             "preferred_read_replica": -1,
             "records": data.records,
+            "diverging_epoch": data.diverging_epoch,
         })
     return {"throttle_time_ms": 0, "error_code": context.error, "session_id": session_id, "responses": responses}

@@ -48,17 +48,19 @@ def handle(broker, request, header) -> dict:
         parts = []
         for p in want["partitions"]:
             index = p["partition_index"]
-            log_ = broker.logs.log(name, index)
             if named[name, index] > 1:  # as Kafka: every mention of a partition named twice, unlooked-up
                 parts.append({"partition_index": index, "error_code": ErrorCode.INVALID_REQUEST,
                               "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
-            if log_ is None:
-                parts.append({"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            partition, code = broker.replicas.leader_partition(name, index)
+            if partition is not None:
+                code = partition.check_epoch(p["current_leader_epoch"])
+            if code:
+                parts.append({"partition_index": index, "error_code": code,
                               "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
-            ts, offset = _lookup(log_, p["timestamp"], request["isolation_level"] == READ_COMMITTED)
+            ts, offset = _lookup(partition.log, p["timestamp"], request["isolation_level"] == READ_COMMITTED)
             parts.append({"partition_index": index, "error_code": 0, "timestamp": ts, "offset": offset,
-                          "leader_epoch": 0})
+                          "leader_epoch": partition.leader_epoch})
         topics.append({"name": name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -44,7 +44,10 @@ def _entry(broker, want: dict, invalid: set[str]) -> dict:
     if name in invalid:
         return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     topic = broker.logs.topic(name)
-    return _topic_entry(broker, topic) if topic else _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if topic is None:  # LEADER_NOT_AVAILABLE: a cluster is creating it (clients retry either)
+        creating = broker.store.topic_creation_pending(name)
+        return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE if creating else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    return _topic_entry(broker, topic)
 
 
 def _unique(wanted: list[dict]) -> list[dict]:
@@ -56,12 +59,11 @@ def _unique(wanted: list[dict]) -> list[dict]:
 
 
 def _response(broker, header, topics: list[dict]) -> dict:
-    host, port = broker.endpoint(header)
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
+        "brokers": broker.brokers(header),
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": broker.store.cache.controller_id,
         "topics": topics,
         "cluster_authorized_operations": -2147483648,
     }

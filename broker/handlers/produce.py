@@ -6,8 +6,16 @@ transactional batch is taken only for a partition of the producer's open
 transaction: the transaction coordinator is asked first (KIP-890), so that
 nothing is written where no marker would follow. From v12 (transaction
 version 2) the coordinator adds the partition to the transaction instead.
+
+Only the partition's leader appends (NOT_LEADER_OR_FOLLOWER elsewhere); it
+stamps its leader epoch into the batch. acks=all needs min.insync.replicas in
+the ISR before appending (NOT_ENOUGH_REPLICAS) and answers once the high
+watermark has passed the batch -- waiting without holding up the event loop --
+or REQUEST_TIMED_OUT at the request's timeout, or
+NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile.
 """
 
+import asyncio
 import logging
 
 from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
@@ -93,11 +101,13 @@ def _topic_problem(broker, log_, records, hdr: BatchHeader, acks: int) -> tuple[
     return None
 
 
-def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, version: int, now: int) -> dict:
+def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, version: int, now: int,
+            waits: list) -> dict:
     index = part["index"]
-    log_ = broker.logs.log(topic.name, index)
-    if log_ is None:
-        return _partition_result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    partition, code = broker.replicas.leader_partition(topic.name, index)
+    if partition is None:
+        return _partition_result(index, code)
+    log_ = partition.log
     records = part["records"]
     if records is None:
         return _partition_result(index, ErrorCode.CORRUPT_MESSAGE, message="null records")
@@ -132,7 +142,7 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
                      hdr.producer_id, topic.name, index, error.name)
             return _partition_result(index, error, message="the partition is not in the producer's transaction")
     try:
-        base_offset, _ = log_.append(records, batches, now)
+        base_offset, last_offset = log_.append(records, batches, now, leader_epoch=partition.leader_epoch)
     except ProducerStateError as exc:
         log.info("refused batch for %s-%d: %s", topic.name, index, exc)
         return _partition_result(index, _PRODUCER_STATE_ERRORS[type(exc)], message=str(exc))
@@ -144,13 +154,34 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
         return _partition_result(index, ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
     broker.notify_append(topic.name, index)
     append_time = now if log_.config.log_append_time else -1
-    return _partition_result(index, ErrorCode.NONE, base_offset, append_time, log_.log_start_offset)
+    result = _partition_result(index, ErrorCode.NONE, base_offset, append_time, log_.log_start_offset)
+    partition.maybe_advance_high_watermark()  # an ISR of one commits at once
+    if acks == -1 and partition.high_watermark <= last_offset:
+        waits.append((partition, last_offset + 1, result))
+    return result
+
+
+async def _wait_for_replicas(response: dict, waits: list, timeout_ms: int) -> dict:
+    """Delayed produce: each waiting partition's answer once its high watermark passes the batch."""
+    done = await asyncio.gather(*(p.wait_for_high_watermark(offset, timeout_ms / 1000) for p, offset, _ in waits))
+    for (partition, _, result), reached in zip(waits, done):
+        if reached:
+            if len(partition.state.isr) < partition.log.config.min_insync_replicas:
+                result["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        elif not partition.is_leader:
+            result["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        else:
+            result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+        if result["error_code"]:
+            result["base_offset"] = -1
+    return response
 
 
 def handle(broker, request, header):
     acks = request["acks"]
     now = now_ms()
     responses = []
+    waits: list = []
     for topic_data in request["topic_data"]:
         name = topic_data["name"]
         parts = topic_data["partition_data"]
@@ -168,9 +199,12 @@ def handle(broker, request, header):
         if topic is None:
             results = [_partition_result(p["index"], code) for p in parts]
         else:
-            results = [_append(broker, topic, p, request["transactional_id"], acks, header.api_version, now)
+            results = [_append(broker, topic, p, request["transactional_id"], acks, header.api_version, now, waits)
                        for p in parts]
         responses.append({"name": name, "partition_responses": results})
     if acks == 0:
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    response = {"responses": responses, "throttle_time_ms": 0}
+    if waits:
+        return _wait_for_replicas(response, waits, request["timeout_ms"])
+    return response

@@ -1,0 +1,1 @@
+"""The cluster: metadata store and controller (local or etcd), replica manager, replica fetchers."""

@@ -1,0 +1,137 @@
+"""The controller: one broker, elected through etcd, that elects partition leaders.
+
+Election is etcd's: the first broker to create ``/controller`` under its
+session lease is the controller until that lease ends; the others watch the
+key and try again when it goes. The controller reacts to brokers leaving and
+joining: a partition whose leader is gone gets the first live in-sync replica
+in replica order as leader, with the leader epoch bumped; with none left it
+goes offline (leader -1, ISR kept, so the last in-sync replica is elected when
+it returns) unless unclean.leader.election.enable lets a live out-of-sync
+replica take over. Dead followers leave the ISR at once. Every write is a
+compare-and-swap on the state the decision was made from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from broker import topic_configs
+
+from .metadata import NO_LEADER, PartitionState
+
+log = logging.getLogger("moldau.controller")
+
+
+class Controller:
+    def __init__(self, store) -> None:
+        self.store = store
+        self._wake = asyncio.Event()
+
+    @property
+    def node_id(self) -> int:
+        return self.store.broker.node_id
+
+    @property
+    def active(self) -> bool:
+        return self.store.cache.controller_id == self.node_id
+
+    # events from the store's watch
+    def brokers_changed(self) -> None:
+        self._wake.set()
+
+    def controller_changed(self) -> None:
+        self._wake.set()
+
+    def session_renewed(self) -> None:
+        self._wake.set()
+
+    def partition_changed(self, topic: str, index: int, state: PartitionState) -> None:
+        if self.active and (state.leader == NO_LEADER or state.leader not in self.store.cache.brokers):
+            self._wake.set()
+
+    async def run(self) -> None:
+        self._wake.set()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                if self.store.cache.controller_id == NO_LEADER:
+                    await self._try_to_become_controller()
+                if self.active:
+                    await self._elect_where_needed()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # etcd away or a lost race: look again shortly
+                log.warning("controller pass failed: %s", exc)
+                await asyncio.sleep(0.5)
+                self._wake.set()
+
+    async def _try_to_become_controller(self) -> None:
+        client, tx = self.store.client, self.store.client.transactions
+        key = self.store.key("controller")
+        ok, _ = await client.transaction(
+            compare=[tx.version(key) == 0],
+            success=[tx.put(key, json.dumps({"broker_id": self.node_id}).encode(), lease=self.store.lease)],
+            failure=[])
+        if ok:
+            self.store.cache.controller_id = self.node_id
+            log.info("broker %d is the controller", self.node_id)
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        metadata = self.store.topics.get(topic)
+        configs = metadata.configs if metadata else {}
+        return topic_configs.value(self.store.broker.config, configs, "unclean.leader.election.enable") == "true"
+
+    def decide(self, topic: str, index: int, state: PartitionState, live: set[int]) -> PartitionState | None:
+        """The state a partition should move to with brokers ``live``; None if it is fine as it is."""
+        live_isr = [r for r in state.isr if r in live]
+        if state.leader in live:
+            if len(live_isr) < len(state.isr):
+                return state.with_isr(live_isr)
+            return None
+        candidates = [r for r in state.replicas if r in live_isr]
+        if candidates:
+            return state.with_leader(candidates[0], live_isr)
+        if self._unclean_allowed(topic):
+            alive = [r for r in state.replicas if r in live]
+            if alive:
+                log.warning("%s-%d: unclean leader election: no in-sync replica of %s is alive; electing "
+                            "out-of-sync replica %d, which loses what it had not replicated", topic, index,
+                            list(state.isr), alive[0])
+                return state.with_leader(alive[0], [alive[0]], unclean=True)
+        if state.leader == NO_LEADER:
+            return None
+        log.warning("%s-%d: no in-sync replica of %s is alive; the partition is offline", topic, index,
+                    list(state.isr))
+        return state.with_leader(NO_LEADER, state.isr)
+
+    async def _elect_where_needed(self) -> None:
+        live = set(self.store.cache.brokers)
+        for (topic, index), state in list(self.store.cache.partitions.items()):
+            new = self.decide(topic, index, state, live)
+            if new is None:
+                continue
+            if await self.store.alter_partition(topic, index, state, new):
+                log.info("%s-%d: leader %d -> %d at epoch %d, ISR %s", topic, index, state.leader, new.leader,
+                         new.leader_epoch, list(new.isr))
+
+    async def hand_over_leadership(self, node_id: int) -> None:
+        """Controlled shutdown: every partition ``node_id`` leads gets another in-sync leader, and it leaves
+        the ISRs it follows in, so acks=all writes stop waiting for it."""
+        live = set(self.store.cache.brokers) - {node_id}
+        for (topic, index), state in list(self.store.cache.partitions.items()):
+            if node_id not in state.isr:
+                continue
+            isr = [r for r in state.isr if r != node_id]
+            if state.leader != node_id:
+                new = state.with_isr(isr)
+            else:
+                candidates = [r for r in state.replicas if r in isr and r in live]
+                if not candidates:
+                    continue  # the only in-sync replica: it stays leader until it is gone
+                new = state.with_leader(candidates[0], isr)
+            if await self.store.alter_partition(topic, index, state, new):
+                log.info("%s-%d: controlled shutdown of %d: leader %d, ISR %s", topic, index, node_id, new.leader,
+                         list(new.isr))

@@ -1,0 +1,378 @@
+"""The cluster's metadata in etcd: broker registration, controller election, topics and partition states.
+
+Key layout (under the chroot of ``etcd.connect``; docs/architecture.md says who writes each key):
+
+    /cluster_id                 the cluster id (first broker to start, create-if-absent)
+    /brokers/ids/<node.id>      BrokerInfo, under the broker's lease (its session)
+    /controller                 {"broker_id": n}, under the controller's lease (create-if-absent = election)
+    /topics/<name>              {"topic_id", "partitions", "configs"}
+    /partitions/<name>/<p>      PartitionState: leader, leader_epoch, isr, replicas
+
+Every broker watches the whole prefix and keeps a MetadataCache; the
+ReplicaManager follows the partition states it holds. Partition states are
+only ever written by a transaction that compares the key's mod revision
+with the one the writer read, so of two writers acting on the same state
+only one wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+
+import aetcd
+from aetcd import utils as etcd_utils
+
+from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
+from storage.catalog import TopicMetadata
+from storage.errors import TopicExists, UnknownTopic
+from storage.files import decode_uuid, encode_uuid, random_uuid
+
+from .controller import Controller
+from .fetcher import ReplicaFetcherManager
+from .metadata import NO_LEADER, BrokerInfo, MetadataCache, PartitionState
+from .store import MetadataStore
+
+log = logging.getLogger("moldau.etcd")
+
+RETRY_S = 0.5
+
+
+def parse_connect(value: str) -> tuple[list[tuple[str, int]], str]:
+    """'host:port[,host:port...][/chroot]' -> ([(host, port)...], chroot), as zookeeper.connect."""
+    hosts, slash, chroot = value.partition("/")
+    endpoints = []
+    for item in hosts.split(","):
+        host, _, port = item.strip().rpartition(":")
+        endpoints.append((host or "127.0.0.1", int(port)))
+    return endpoints, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
+
+
+class EtcdMetadataStore(MetadataStore):
+    def __init__(self, broker) -> None:
+        super().__init__(broker)
+        self.cache = MetadataCache()
+        self.endpoints, self.chroot = parse_connect(broker.config["etcd.connect"])
+        self.ttl = max(2, math.ceil(broker.config["etcd.session.timeout.ms"] / 1000))
+        self.client: aetcd.Client | None = None
+        self.lease = None
+        self.topics: dict[str, TopicMetadata] = {}  # as etcd has them
+        self.controller = Controller(self)
+        broker.replicas.fetchers = ReplicaFetcherManager(broker)
+        self._tasks: list[asyncio.Task] = []
+        self._creating: set[str] = set()
+        self.revision = 0
+
+    def key(self, *parts) -> bytes:
+        return (self.chroot + "/" + "/".join(str(p) for p in parts)).encode()
+
+    # --- connection, registration ------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        last = None
+        for host, port in self.endpoints:
+            client = aetcd.Client(host, port, timeout=5)
+            try:
+                await client.status()
+                self.client = client
+                return
+            except Exception as exc:
+                last = exc
+                await client.close()
+        raise ConnectionError(f"no etcd endpoint of {self.broker.config['etcd.connect']} answers: {last}")
+
+    async def start(self) -> None:
+        await self._connect()
+        await self._adopt_cluster_id()
+        await self._register()
+        await self._load_all()
+        self._tasks = [asyncio.ensure_future(t) for t in (self._keep_alive(), self._watch(), self.controller.run(),
+                                                           self._check_isrs())]
+
+    async def _adopt_cluster_id(self) -> None:
+        key = self.key("cluster_id")
+        ours = self.broker.logs.cluster_id.encode()
+        await self.client.transaction(compare=[self.client.transactions.version(key) == 0],
+                                      success=[self.client.transactions.put(key, ours)], failure=[])
+        found = await self.client.get(key)
+        self.broker.logs.cluster_id = found.value.decode()
+
+    async def _register(self) -> None:
+        """Register under a new lease; a registration left by this node.id's previous run blocks it until its
+        lease expires (etcd.session.timeout.ms after a crash), as a ZooKeeper ephemeral node does."""
+        node = self.broker.node_id
+        key = self.key("brokers", "ids", node)
+        info = BrokerInfo(node, self.broker.host, self.broker.port)
+        self.lease = await self.client.lease(self.ttl)
+        waited = False
+        while True:
+            ok, _ = await self.client.transaction(
+                compare=[self.client.transactions.version(key) == 0],
+                success=[self.client.transactions.put(key, info.encode(), lease=self.lease)], failure=[])
+            if ok:
+                break
+            if not waited:
+                log.info("node.id %d is still registered (an earlier run's session); waiting for it to expire", node)
+                waited = True
+            await self.lease.refresh()
+            await asyncio.sleep(RETRY_S)
+        log.info("registered as broker %d in etcd (session timeout %ds)", node, self.ttl)
+
+    async def _keep_alive(self) -> None:
+        lost = False
+        while True:
+            await asyncio.sleep(self.ttl / 3)
+            try:
+                reply = await self.lease.refresh()
+                if reply.TTL <= 0:
+                    if not lost:
+                        log.error("etcd session expired; registering again")
+                    lost = True
+                    await self._register()
+                    self.controller.session_renewed()
+                    lost = False
+            except Exception as exc:
+                if not lost:
+                    log.error("etcd session keep-alive failed: %s", exc)
+                lost = True
+
+    async def stop(self, controlled: bool) -> None:
+        """Controlled shutdown (SIGTERM) hands leadership to other in-sync replicas first, then the session
+        is revoked, so the controller acts now instead of after the session timeout."""
+        if controlled and self.client is not None:
+            try:
+                await asyncio.wait_for(self.controller.hand_over_leadership(self.broker.node_id), 10)
+            except Exception as exc:
+                log.warning("controlled shutdown could not move every leadership away: %s", exc)
+        for task in self._tasks:
+            task.cancel()
+        if self.client is not None:
+            try:
+                if self.lease is not None:
+                    await self.lease.revoke()
+                await self.client.close()
+            except Exception as exc:
+                log.warning("closing the etcd session: %s", exc)
+
+    # --- the metadata cache --------------------------------------------------------------------
+
+    async def _load_all(self) -> None:
+        found = await self.client.get_prefix(self.key(""))
+        self.revision = found.header.revision
+        entries = sorted(((kv.key.decode(), kv.value, kv.mod_revision) for kv in found), key=lambda e: e[0])
+        # topics before partitions, so each partition's log exists when its state arrives
+        for key, value, revision in entries:
+            if self._relative(key).startswith("topics/"):
+                self._apply(key, value, revision)
+        self._drop_deleted_topics()
+        for key, value, revision in entries:
+            if not self._relative(key).startswith("topics/"):
+                self._apply(key, value, revision)
+
+    def _relative(self, key: str) -> str:
+        return key[len(self.chroot) + 1 :]
+
+    async def _watch(self) -> None:
+        while True:
+            try:
+                watch = await self.client.watch_prefix(self.key(""), start_revision=self.revision + 1)
+                async for event in watch:
+                    self.revision = max(self.revision, event.kv.mod_revision)
+                    value = event.kv.value if event.kind == "PUT" else None
+                    self._apply(event.kv.key.decode(), value, event.kv.mod_revision)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("etcd watch ended (%s); reloading", exc)
+                await asyncio.sleep(RETRY_S)
+                try:
+                    await self._load_all()
+                except Exception as exc2:
+                    log.warning("etcd reload failed: %s", exc2)
+
+    def _apply(self, key: str, value: bytes | None, revision: int) -> None:
+        parts = self._relative(key).split("/")
+        try:
+            if parts[0] == "brokers" and len(parts) == 3:
+                self._apply_broker(int(parts[2]), value)
+            elif parts[0] == "controller":
+                self.cache.controller_id = json.loads(value)["broker_id"] if value else NO_LEADER
+                self.controller.controller_changed()
+            elif parts[0] == "topics" and len(parts) == 2:
+                self._apply_topic(parts[1], value)
+            elif parts[0] == "partitions" and len(parts) == 3:
+                self._apply_partition(parts[1], int(parts[2]), value, revision)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("ignoring unreadable etcd key %s: %s", key, exc)
+
+    def _apply_broker(self, node_id: int, value: bytes | None) -> None:
+        if value is None:
+            if self.cache.brokers.pop(node_id, None) is not None:
+                log.info("broker %d left the cluster", node_id)
+        else:
+            self.cache.brokers[node_id] = BrokerInfo.decode(value)
+        self.controller.brokers_changed()
+
+    def _apply_topic(self, name: str, value: bytes | None) -> None:
+        logs = self.broker.logs
+        if value is None:
+            gone = self.topics.pop(name, None)
+            for p in range(gone.num_partitions if gone else 0):
+                self.cache.partitions.pop((name, p), None)
+                self.broker.replicas.apply_state(name, p, None)
+            if logs.topic(name) is not None:
+                logs.delete_topic(name)
+                log.info("deleted topic %s", name)
+            return
+        d = json.loads(value)
+        topic = TopicMetadata(name, decode_uuid(d["topic_id"]), int(d["partitions"]), dict(d["configs"]))
+        self.topics[name] = topic
+        local = logs.topic(name)
+        if local is not None and local.topic_id != topic.topic_id:
+            log.warning("local topic %s has id %s, the cluster's has %s: replacing it", name, local.topic_id,
+                        topic.topic_id)
+            logs.delete_topic(name)
+            local = None
+        if local is None:
+            logs.create_topic(name, topic.num_partitions, topic.configs, topic_id=topic.topic_id)
+        elif local.num_partitions < topic.num_partitions:
+            logs.add_partitions(name, topic.num_partitions)
+        for p in range(topic.num_partitions):  # states that arrived before their topic
+            state = self.cache.partition_state(name, p)
+            if state is not None:
+                self.broker.replicas.apply_state(name, p, state)
+
+    def _drop_deleted_topics(self) -> None:
+        """Topics deleted while this broker was away."""
+        for name in [n for n in self.broker.logs.topics if n not in self.topics]:
+            log.info("topic %s was deleted from the cluster; deleting its local logs", name)
+            self.broker.logs.delete_topic(name)
+
+    def _apply_partition(self, topic: str, index: int, value: bytes | None, revision: int) -> None:
+        key = (topic, index)
+        if value is None:
+            self.cache.partitions.pop(key, None)
+            self.broker.replicas.apply_state(topic, index, None)
+            return
+        current = self.cache.partitions.get(key)
+        if current is not None and current.version >= revision:
+            return  # already applied from our own write
+        state = PartitionState.decode(value, revision)
+        self.cache.partitions[key] = state
+        self.broker.replicas.apply_state(topic, index, state)
+        self.controller.partition_changed(topic, index, state)
+
+    # --- writes -----------------------------------------------------------------------------------
+
+    async def alter_partition(self, topic: str, index: int, expected: PartitionState, new: PartitionState) -> bool:
+        """Compare-and-swap a partition's state on the mod revision ``expected`` was read at."""
+        key = self.key("partitions", topic, index)
+        tx = self.client.transactions
+        ok, _ = await self.client.transaction(compare=[tx.mod(key) == expected.version],
+                                              success=[tx.put(key, new.encode())], failure=[])
+        if ok:
+            found = await self.client.get(key)
+            if found is not None:
+                self._apply(key.decode(), found.value, found.mod_revision)
+        return ok
+
+    async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str],
+                           topic_id=None) -> TopicMetadata:
+        topic_id = topic_id or random_uuid()
+        tx = self.client.transactions
+        key = self.key("topics", name)
+        ops = [tx.put(key, json.dumps({"topic_id": encode_uuid(topic_id), "partitions": len(assignment),
+                                       "configs": configs}).encode())]
+        ops += [tx.put(self.key("partitions", name, p),
+                       PartitionState(replicas[0], 0, tuple(replicas), tuple(replicas)).encode())
+                for p, replicas in sorted(assignment.items())]
+        ok, _ = await self.client.transaction(compare=[tx.version(key) == 0], success=ops, failure=[])
+        if not ok:
+            raise TopicExists(f"topic {name!r} already exists")
+        log.info("created topic %s: %s", name, {p: r for p, r in sorted(assignment.items())})
+        return await self._wait_local(name, len(assignment))
+
+    async def _wait_local(self, name: str, partitions: int) -> TopicMetadata:
+        """Until the watch has brought the change here, so this broker's next answers include it."""
+        for _ in range(100):
+            topic = self.broker.logs.topic(name)
+            if topic is not None and topic.num_partitions >= partitions and all(
+                    self.cache.partition_state(name, p) for p in range(partitions)):
+                return topic
+            await asyncio.sleep(0.05)
+        return self.broker.logs.topic(name)
+
+    def auto_create(self, name: str, num_partitions: int) -> TopicMetadata | None:
+        """Started in the background; the client retries (LEADER_NOT_AVAILABLE) until it is there."""
+        if name not in self._creating:
+            self._creating.add(name)
+            asyncio.ensure_future(self._auto_create(name, num_partitions))
+        return None
+
+    async def _auto_create(self, name: str, num_partitions: int) -> None:
+        try:
+            await self.create_topic(name, self.plan_replicas(num_partitions, -1, None), {})
+        except TopicExists:
+            pass
+        except Exception as exc:
+            log.warning("could not auto-create topic %s: %s", name, exc)
+        finally:
+            self._creating.discard(name)
+
+    def topic_creation_pending(self, name: str) -> bool:
+        return name in self._creating
+
+    async def ensure_internal_topic(self, name: str) -> bool:
+        """The coordinators' topic, created on first need as Kafka does; False while it is not there yet."""
+        if name in self.topics and self.broker.logs.topic(name) is not None:
+            return True
+        partitions_setting, rf_setting, min_isr_setting = INTERNAL_TOPIC_SETTINGS[name]
+        config = self.broker.config
+        rf = self.internal_replication_factor(config[rf_setting])
+        configs = {"cleanup.policy": "compact"}
+        if min_isr_setting:
+            configs["min.insync.replicas"] = str(min(config[min_isr_setting], rf))
+        try:
+            await self.create_topic(name, self.plan_replicas(config[partitions_setting], rf, None), configs)
+        except TopicExists:
+            pass
+        return self.broker.logs.topic(name) is not None
+
+    async def create_partitions(self, name: str, assignment: dict[int, list[int]]) -> None:
+        tx = self.client.transactions
+        key = self.key("topics", name)
+        found = await self.client.get(key)
+        if found is None:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        d = json.loads(found.value)
+        d["partitions"] = max(assignment) + 1
+        ops = [tx.put(key, json.dumps(d).encode())]
+        ops += [tx.put(self.key("partitions", name, p),
+                       PartitionState(replicas[0], 0, tuple(replicas), tuple(replicas)).encode())
+                for p, replicas in sorted(assignment.items())]
+        ok, _ = await self.client.transaction(compare=[tx.mod(key) == found.mod_revision], success=ops, failure=[])
+        if not ok:
+            raise TopicExists(f"topic {name!r} changed meanwhile; retry")
+        await self._wait_local(name, d["partitions"])
+
+    async def delete_topic(self, name: str) -> None:
+        tx = self.client.transactions
+        key = self.key("topics", name)
+        ok, _ = await self.client.transaction(
+            compare=[tx.version(key) > 0],
+            success=[tx.delete(key), tx.delete(self.key("partitions", name, ""), etcd_utils.prefix_range_end(
+                self.key("partitions", name, "")))], failure=[])
+        if not ok:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        for _ in range(100):
+            if self.broker.logs.topic(name) is None:
+                return
+            await asyncio.sleep(0.05)
+
+    async def _check_isrs(self) -> None:
+        """The leader's periodic ISR check, at half of replica.lag.time.max.ms as in Kafka."""
+        while True:
+            await asyncio.sleep(self.broker.config["replica.lag.time.max.ms"] / 2000)
+            self.broker.replicas.shrink_isrs()

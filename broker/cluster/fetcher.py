@@ -1,0 +1,190 @@
+"""Replica fetchers: one per source broker, fetching the partitions this broker follows there.
+
+They speak Kafka's Fetch (v15: ReplicaState carries this broker's id) and
+append what the leader sends byte for byte. A leader that answers with a
+diverging epoch (KIP-595's check of last_fetched_epoch, which carries
+KIP-101/KIP-279's truncation into the fetch itself) makes the follower
+truncate its log to where it last agreed with the leader before it fetches
+on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from broker.errors import ErrorCode
+from protocol import codec
+from protocol.records import valid_prefix
+from storage.errors import OffsetOutOfRange
+
+from .network import BrokerConnection
+
+log = logging.getLogger("moldau.fetcher")
+
+FETCH_VERSION = 15
+RETRY_BACKOFF_S = 0.2
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.leader_of: dict[tuple[str, int], int] = {}
+
+    def add(self, key: tuple[str, int], partition, leader: int) -> None:
+        old = self.leader_of.get(key)
+        if old is not None and old != leader:
+            self.fetchers[old].partitions.pop(key, None)
+        self.leader_of[key] = leader
+        fetcher = self.fetchers.get(leader)
+        if fetcher is None:
+            fetcher = self.fetchers[leader] = ReplicaFetcher(self.broker, leader)
+        fetcher.partitions[key] = partition
+        fetcher.wake.set()
+
+    def remove(self, key: tuple[str, int]) -> None:
+        leader = self.leader_of.pop(key, None)
+        if leader is not None:
+            self.fetchers[leader].partitions.pop(key, None)
+
+    def shutdown(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+
+
+class ReplicaFetcher:
+    def __init__(self, broker, leader_id: int) -> None:
+        self.broker = broker
+        self.leader_id = leader_id
+        self.partitions: dict[tuple[str, int], object] = {}
+        self.wake = asyncio.Event()
+        self.connection = BrokerConnection(f"moldau-replica-fetcher-{broker.node_id}")
+        self.task = asyncio.ensure_future(self._run())
+
+    def stop(self) -> None:
+        self.task.cancel()
+        self.connection.close()
+
+    async def _run(self) -> None:
+        config = self.broker.config
+        wait_ms = config["replica.fetch.wait.max.ms"]
+        failing = False
+        while True:
+            if not self.partitions:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            leader = self.broker.store.cache.brokers.get(self.leader_id)
+            request = self._request(wait_ms, config["replica.fetch.max.bytes"]) if leader else None
+            if request is None:
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            try:
+                response = await self.connection.request((leader.host, leader.port), "Fetch", FETCH_VERSION,
+                                                         request, wait_ms / 1000 + 10)
+            except asyncio.CancelledError:
+                raise
+            except (OSError, EOFError, asyncio.TimeoutError, asyncio.IncompleteReadError, codec.DecodeError) as exc:
+                if not failing:
+                    log.warning("fetching from broker %d failed: %s", self.leader_id, exc or type(exc).__name__)
+                failing = True
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            failing = False
+            if self._handle(response):
+                await asyncio.sleep(RETRY_BACKOFF_S)  # errors: wait for the metadata to move on
+
+    def _request(self, wait_ms: int, max_bytes: int) -> dict | None:
+        topics: dict = {}
+        for (name, index), partition in self.partitions.items():
+            topic = self.broker.logs.topic(name)
+            if topic is None:
+                continue
+            log_ = partition.log
+            topics.setdefault(topic.topic_id, []).append({
+                "partition": index,
+                "current_leader_epoch": partition.leader_epoch,
+                "fetch_offset": log_.log_end_offset,
+                "last_fetched_epoch": log_.leader_epochs.latest_epoch,
+                "log_start_offset": log_.log_start_offset,
+                "partition_max_bytes": max_bytes,
+            })
+        if not topics:
+            return None
+        return {
+            "cluster_id": None,
+            "replica_id": -1,
+            "replica_state": {"replica_id": self.broker.node_id, "replica_epoch": -1},
+            "max_wait_ms": wait_ms,
+            "min_bytes": 1,
+            "max_bytes": 10 * max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic_id": tid, "partitions": parts} for tid, parts in topics.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+
+    def _handle(self, response: dict) -> bool:
+        """Apply a fetch response; True if a partition answered with an error."""
+        errors = False
+        now = int(time.time() * 1000)
+        for topic_response in response["responses"]:
+            topic = self.broker.logs.topic_by_id(topic_response["topic_id"])
+            if topic is None:
+                continue
+            for p in topic_response["partitions"]:
+                partition = self.partitions.get((topic.name, p["partition_index"]))
+                if partition is None:
+                    continue
+                code = p["error_code"]
+                if code != ErrorCode.NONE:
+                    errors = True
+                    continue
+                diverging = p.get("diverging_epoch")
+                if diverging is not None and diverging["end_offset"] >= 0:
+                    if not self._truncate(partition, diverging["epoch"], diverging["end_offset"]):
+                        errors = True
+                    continue
+                try:
+                    self._append(partition, p, now)
+                except Exception as exc:  # a full disk, a batch out of place: fetch again from the log end
+                    log.error("%s-%d: could not append the leader's batches: %s", topic.name, partition.index, exc)
+                    errors = True
+        return errors
+
+    def _append(self, partition, p: dict, now: int) -> None:
+        log_ = partition.log
+        records = p["records"]
+        if records:
+            buf = bytearray(records)
+            batches, end, _ = valid_prefix(buf)
+            batches = [(pos, hdr) for pos, hdr in batches if hdr.base_offset >= log_.log_end_offset]
+            if batches:
+                first = batches[0][0]
+                data = buf[first:end]
+                log_.append_as_follower(data, [(pos - first, hdr) for pos, hdr in batches], now)
+        log_.set_high_watermark(min(p["high_watermark"], log_.log_end_offset))
+        self.broker.notify_append(partition.topic, partition.index)
+
+    def _truncate(self, partition, leader_epoch: int, leader_end: int) -> bool:
+        """Cut the divergent tail: keep what this log has up to where its last epoch shared with the leader
+        ended in both logs. False if nothing could be cut (the next fetch then waits a little)."""
+        log_ = partition.log
+        offset = min(leader_end, log_.log_end_offset)
+        if leader_epoch >= 0:
+            epoch, end = log_.leader_epochs.end_offset_for(leader_epoch, log_.log_end_offset)
+            if epoch >= 0:
+                offset = min(offset, end)
+        before = log_.log_end_offset
+        try:
+            log_.truncate_to(max(offset, log_.log_start_offset))
+        except OffsetOutOfRange as exc:
+            log.error("%s-%d: cannot truncate: %s", partition.topic, partition.index, exc)
+            return False
+        log.info("%s-%d: truncated the divergent tail from offset %d: log end %d -> %d (leader epoch %d ended at %d)",
+                 partition.topic, partition.index, offset, before, log_.log_end_offset, leader_epoch, leader_end)
+        return log_.log_end_offset < before

@@ -1,0 +1,114 @@
+"""Cluster metadata as the brokers see it: live brokers, the controller, each partition's state.
+
+A ``PartitionState`` is Kafka's LeaderAndIsr plus the replica assignment. Its
+``version`` is the etcd mod revision of its key (0 for a standalone broker):
+every change is a compare-and-swap against it, so a writer that read an older
+state -- a deposed leader shrinking its ISR -- cannot overwrite a newer one.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field, replace
+
+NO_LEADER = -1
+
+
+class InvalidReplicationFactor(ValueError):
+    pass
+
+
+class InvalidReplicaAssignment(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    def encode(self) -> bytes:
+        return json.dumps({"node_id": self.node_id, "host": self.host, "port": self.port, "rack": self.rack}).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> "BrokerInfo":
+        d = json.loads(raw)
+        return cls(int(d["node_id"]), d["host"], int(d["port"]), d.get("rack"))
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    version: int = 0  # etcd mod revision of the key this was read from
+    # the unclean election that made this leader, for its log line (Kafka logs it at the controller)
+    unclean: bool = False
+
+    def encode(self) -> bytes:
+        return json.dumps({"leader": self.leader, "leader_epoch": self.leader_epoch, "isr": list(self.isr),
+                           "replicas": list(self.replicas), "unclean": self.unclean}).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes, version: int) -> "PartitionState":
+        d = json.loads(raw)
+        return cls(int(d["leader"]), int(d["leader_epoch"]), tuple(d["isr"]), tuple(d["replicas"]), version,
+                   bool(d.get("unclean", False)))
+
+    def with_isr(self, isr) -> "PartitionState":
+        return replace(self, isr=tuple(isr), unclean=False)
+
+    def with_leader(self, leader: int, isr, unclean: bool = False) -> "PartitionState":
+        """A new leader (or none) bumps the leader epoch, so the old leader's fetches and writes are fenced."""
+        return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr), unclean=unclean)
+
+
+@dataclass
+class MetadataCache:
+    """What this broker knows of the cluster; the store keeps it current."""
+
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    controller_id: int = NO_LEADER
+    partitions: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        return [self.brokers[i] for i in sorted(self.brokers)]
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        return self.partitions.get((topic, partition))
+
+
+def assign_replicas(broker_ids: list[int], num_partitions: int, replication_factor: int,
+                    first_partition: int = 0) -> dict[int, list[int]]:
+    """Replicas of successive partitions start on successive brokers (from a random one), so
+    leaders -- the first replica -- spread over the brokers, as Kafka's rack-unaware assignment does."""
+    brokers = sorted(broker_ids)
+    if replication_factor < 1 or replication_factor > len(brokers):
+        raise InvalidReplicationFactor(
+            f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}."
+            if replication_factor > len(brokers) else f"Replication factor must be at least 1, got {replication_factor}")
+    start = random.randrange(len(brokers))
+    assignment = {}
+    for p in range(first_partition, first_partition + num_partitions):
+        first = start + p
+        assignment[p] = [brokers[(first + k) % len(brokers)] for k in range(replication_factor)]
+    return assignment
+
+
+def check_assignment(assignment: dict[int, list[int]], known_brokers: set[int], first_partition: int = 0) -> None:
+    """CreateTopics' explicit assignments: consecutive partitions, distinct registered brokers, one size."""
+    if sorted(assignment) != list(range(first_partition, first_partition + len(assignment))):
+        raise InvalidReplicaAssignment("partitions must be numbered consecutively from " + str(first_partition))
+    sizes = {len(r) for r in assignment.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        raise InvalidReplicaAssignment("every partition needs the same, non-zero number of replicas")
+    for p, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignment(f"partition {p} lists a broker twice: {replicas}")
+        unknown = set(replicas) - known_brokers
+        if unknown:
+            raise InvalidReplicaAssignment(f"partition {p} names brokers that are not registered: {sorted(unknown)}")

@@ -1,0 +1,266 @@
+"""The ReplicaManager: this broker's replicas (Partition objects), their roles, high watermarks and ISRs.
+
+A Partition follows the PartitionState the metadata store hands it. As
+leader it tracks each follower's log end offset from the follower's fetches,
+moves the high watermark to the smallest log end offset in the ISR, parks
+acks=all produces until the high watermark passes them (delayed produce), and
+shrinks or expands the ISR -- each change a compare-and-swap in the store
+before it takes effect. As follower it is fetched by the ReplicaFetcher of
+its leader. On a standalone broker every partition is led here with an ISR of
+one, and the high watermark is the log end offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from broker.errors import ErrorCode
+from storage.log import Log
+
+from .metadata import NO_LEADER, PartitionState
+
+log = logging.getLogger("moldau.replica")
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@dataclass
+class FollowerState:
+    log_end_offset: int = -1  # unknown until the follower's first fetch from this leader
+    last_caught_up_ms: int = 0  # last time it had all the leader had (Kafka's lastCaughtUpTime)
+    last_fetch_ms: int = 0
+    leader_end_at_last_fetch: int = 0
+
+
+class Partition:
+    def __init__(self, manager: "ReplicaManager", topic: str, index: int, log_: Log, state: PartitionState):
+        self.manager = manager
+        self.topic = topic
+        self.index = index
+        self.log = log_
+        self.state = state
+        self.followers: dict[int, FollowerState] = {}
+        self._hw_waiters: list[tuple[int, asyncio.Future]] = []
+        self.isr_change_pending = False
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.index
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.leader == self.manager.node_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    def check_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """Fetch's and ListOffsets' current_leader_epoch (KIP-320): -1 skips the check."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+
+    # --- the leader's view of its followers -------------------------------------------------
+
+    def become_leader(self, state: PartitionState) -> None:
+        now = _monotonic_ms()
+        # ISR members count as caught up now: they get replica.lag.time.max.ms to show it
+        self.followers = {r: FollowerState(last_caught_up_ms=now) for r in state.replicas if r != self.manager.node_id}
+        self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
+        if state.unclean:
+            log.warning("%s-%d: elected by unclean leader election at epoch %d; this replica's log ends at "
+                        "offset %d, and records other replicas had past it are lost",
+                        self.topic, self.index, state.leader_epoch, self.log.log_end_offset)
+        self.maybe_advance_high_watermark()
+
+    def follower_fetched(self, replica_id: int, fetch_offset: int) -> None:
+        """A follower's fetch at ``fetch_offset``: it holds everything below it."""
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            return
+        now = _monotonic_ms()
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            follower.last_caught_up_ms = now
+        elif fetch_offset >= follower.leader_end_at_last_fetch:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_ms = now
+        follower.leader_end_at_last_fetch = leader_end
+        if replica_id not in self.state.isr and self._may_join_isr(fetch_offset):
+            self.manager.change_isr(self, self.state.isr + (replica_id,))
+        self.maybe_advance_high_watermark()
+
+    def _may_join_isr(self, fetch_offset: int) -> bool:
+        """Caught up to the high watermark, and past the start of the current leader epoch (as in Kafka)."""
+        epoch_start = self.log.leader_epochs.entries[-1].start_offset if self.log.leader_epochs.entries else 0
+        return fetch_offset >= self.high_watermark and fetch_offset >= epoch_start
+
+    def lagging_isr_members(self, max_lag_ms: int) -> list[int]:
+        now = _monotonic_ms()
+        return [r for r in self.state.isr if r in self.followers and now - self.followers[r].last_caught_up_ms > max_lag_ms]
+
+    def maybe_advance_high_watermark(self) -> None:
+        if not self.is_leader:
+            return
+        ends = [self.log.log_end_offset]
+        ends += [self.followers[r].log_end_offset if r in self.followers else -1
+                 for r in self.state.isr if r != self.manager.node_id]
+        candidate = min(ends)
+        if candidate > self.high_watermark:
+            self.log.set_high_watermark(candidate)
+            self._complete_waiters()
+            self.manager.notify_append(self.topic, self.index)
+
+    # --- delayed produce (acks=all) -----------------------------------------------------------
+
+    async def wait_for_high_watermark(self, offset: int, timeout_s: float) -> bool:
+        """True once the high watermark reaches ``offset``; False at the timeout or on losing leadership."""
+        if self.high_watermark >= offset:
+            return True
+        fut = asyncio.get_running_loop().create_future()
+        entry = (offset, fut)
+        self._hw_waiters.append(entry)
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            if entry in self._hw_waiters:
+                self._hw_waiters.remove(entry)
+
+    def _complete_waiters(self, lost_leadership: bool = False) -> None:
+        hw = self.high_watermark
+        keep = []
+        for offset, fut in self._hw_waiters:
+            if fut.done():
+                continue
+            if lost_leadership:
+                fut.set_result(False)
+            elif hw >= offset:
+                fut.set_result(True)
+            else:
+                keep.append((offset, fut))
+        self._hw_waiters = keep
+
+    def apply(self, state: PartitionState) -> None:
+        """A new state from the store: take up the role it gives this broker."""
+        old = self.state
+        self.state = state
+        me = self.manager.node_id
+        if state.leader == me and (old.leader != me or old.leader_epoch != state.leader_epoch):
+            log.info("%s-%d: leader at epoch %d, ISR %s", self.topic, self.index, state.leader_epoch, list(state.isr))
+            self.become_leader(state)
+        elif state.leader != me and old.leader == me:
+            log.info("%s-%d: no longer leader (leader %d, epoch %d)", self.topic, self.index, state.leader,
+                     state.leader_epoch)
+            self.followers = {}
+            self._complete_waiters(lost_leadership=True)
+        elif state.leader == me:
+            self.maybe_advance_high_watermark()  # an ISR that shrank may let the high watermark move
+
+
+class ReplicaManager:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.node_id: int = broker.node_id
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.store = None  # the metadata store, set by the broker
+        self.fetchers = None  # a ReplicaFetcherManager in a cluster
+
+    def notify_append(self, topic: str, partition: int) -> None:
+        self.broker.notify_append(topic, partition)
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        """This broker's replica of the partition; None if it holds none."""
+        found = self.partitions.get((topic, index))
+        if found is not None:
+            return found
+        log_ = self.broker.logs.log(topic, index)
+        state = self.store.cache.partition_state(topic, index) if log_ is not None else None
+        if state is None or self.node_id not in state.replicas:
+            return None
+        found = self.partitions[(topic, index)] = Partition(self, topic, index, log_, state)
+        return found
+
+    def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
+        """The partition if this broker leads it, else the error a client gets."""
+        state = self.store.cache.partition_state(topic, index)
+        if state is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partition = self.partition(topic, index)
+        if partition is None or not partition.is_leader:
+            return None, ErrorCode.LEADER_NOT_AVAILABLE if state.leader == NO_LEADER else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return partition, ErrorCode.NONE
+
+    # --- driven by the metadata store -------------------------------------------------------
+
+    def apply_state(self, topic: str, index: int, state: PartitionState | None) -> None:
+        """The store learned a partition's new state (None: the partition is gone)."""
+        key = (topic, index)
+        partition = self.partitions.get(key)
+        if state is None or self.node_id not in state.replicas:
+            if partition is not None:
+                partition.apply(state or PartitionState(NO_LEADER, partition.leader_epoch + 1, (), ()))
+                del self.partitions[key]
+            if self.fetchers is not None:
+                self.fetchers.remove(key)
+            return
+        if partition is None:
+            log_ = self.broker.logs.log(topic, index)
+            if log_ is None:
+                return
+            if log_._high_watermark is None:
+                # unknown after a start: the leader moves it up as followers fetch, a follower learns it
+                log_.set_high_watermark(log_.log_start_offset)
+            partition = self.partitions[key] = Partition(self, topic, index, log_, PartitionState(NO_LEADER, -1, (), ()))
+        partition.apply(state)
+        if self.fetchers is not None:
+            if state.leader in (self.node_id, NO_LEADER):
+                self.fetchers.remove(key)
+            else:
+                self.fetchers.add(key, partition, state.leader)
+
+    def change_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        """Propose an ISR in the store (compare-and-swap on the state's version); it applies once written."""
+        if partition.isr_change_pending or self.store is None:
+            return
+        partition.isr_change_pending = True
+        current = partition.state
+        proposed = current.with_isr(isr)
+
+        async def propose():
+            try:
+                if await self.store.alter_partition(partition.topic, partition.index, current, proposed):
+                    log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, list(current.isr), list(isr))
+                else:
+                    log.info("%s-%d: ISR change to %s lost a race with a newer state", partition.topic,
+                             partition.index, list(isr))
+            except Exception as exc:  # etcd unreachable: the next fetch or check proposes again
+                log.warning("%s-%d: ISR change failed: %s", partition.topic, partition.index, exc)
+            finally:
+                partition.isr_change_pending = False
+
+        asyncio.ensure_future(propose())
+
+    def shrink_isrs(self) -> None:
+        """Drop followers that have not caught up within replica.lag.time.max.ms (the leader's periodic check)."""
+        max_lag = self.broker.config["replica.lag.time.max.ms"]
+        for partition in list(self.partitions.values()):
+            if not partition.is_leader:
+                continue
+            lagging = partition.lagging_isr_members(max_lag)
+            if lagging:
+                self.change_isr(partition, tuple(r for r in partition.state.isr if r not in lagging))

@@ -1,0 +1,101 @@
+"""The metadata store / controller interface, and its standalone implementation.
+
+Handlers never ask whether the broker is clustered: they create, grow and
+delete topics through the store and read partition states from its cache.
+``LocalMetadataStore`` is today's single broker -- it leads every partition
+with an ISR of one. ``EtcdMetadataStore`` (etcd_store.py) keeps the same
+state in etcd for a cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from storage.catalog import TopicMetadata
+
+from .metadata import (
+    BrokerInfo,
+    MetadataCache,
+    PartitionState,
+    assign_replicas,
+    check_assignment,
+)
+
+log = logging.getLogger("moldau.metadata")
+
+
+class MetadataStore:
+    """What both implementations share: replica assignment for new topics and partitions."""
+
+    cache: MetadataCache
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def plan_replicas(self, num_partitions: int, replication_factor: int,
+                      assignment: dict[int, list[int]] | None, first_partition: int = 0) -> dict[int, list[int]]:
+        """The replicas of each new partition: the request's explicit assignment (checked), or spread
+        over the live brokers. Raises InvalidReplicationFactor or InvalidReplicaAssignment."""
+        live = [b.node_id for b in self.cache.live_brokers()]
+        if assignment:
+            check_assignment(assignment, set(live), first_partition)
+            return assignment
+        if replication_factor == -1:
+            replication_factor = self.broker.config["default.replication.factor"]
+        return assign_replicas(live, num_partitions, replication_factor, first_partition)
+
+    def internal_replication_factor(self, configured: int) -> int:
+        """offsets/transaction.state.log replication factor, capped at the live brokers (with a warning)."""
+        live = len(self.cache.live_brokers())
+        if live < configured:
+            log.warning("only %d live broker(s): creating an internal topic with replication factor %d, not %d",
+                        live, live, configured)
+        return max(1, min(live, configured))
+
+    # implemented by each store
+    async def start(self) -> None: ...
+    async def stop(self, controlled: bool) -> None: ...
+    def topic_creation_pending(self, name: str) -> bool:
+        return False
+
+
+class LocalMetadataStore(MetadataStore):
+    """A standalone broker: the catalog on disk is the metadata, this broker leads everything at epoch 0."""
+
+    def __init__(self, broker) -> None:
+        super().__init__(broker)
+        self.cache = _LocalCache(broker)
+
+    async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicMetadata:
+        return await self.broker.create_topic_locally(name, len(assignment), configs)
+
+    def auto_create(self, name: str, num_partitions: int) -> TopicMetadata | None:
+        return self.broker.logs.create_topic(name, num_partitions)
+
+    async def create_partitions(self, name: str, assignment: dict[int, list[int]]) -> None:
+        from broker.broker import in_steps
+
+        topic = self.broker.logs.topic(name)
+        await in_steps(self.broker.logs.add_partitions_steps(name, topic.num_partitions + len(assignment)))
+
+    async def delete_topic(self, name: str) -> None:
+        from broker.broker import in_steps
+
+        await in_steps(self.broker.logs.delete_topic_steps(name))
+
+    async def ensure_internal_topic(self, name: str) -> bool:
+        return self.broker.logs.topic(name) is not None
+
+
+class _LocalCache(MetadataCache):
+    def __init__(self, broker) -> None:
+        super().__init__()
+        self.broker = broker
+        self.controller_id = broker.node_id
+        self.brokers = {broker.node_id: BrokerInfo(broker.node_id, broker.host, broker.port)}
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        if self.broker.logs.log(topic, partition) is None:
+            return None
+        me = (self.broker.node_id,)
+        return PartitionState(self.broker.node_id, 0, me, me)

@@ -1,0 +1,114 @@
+"""A three-broker cluster (etcd + three processes): metadata, replica assignment, replication.
+
+Stock clients only: confluent-kafka's admin and producer/consumer, and raw
+CreateTopics frames for explicit replica assignments.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from helpers.cluster import start_cluster  # noqa: F401 (fixture)
+from helpers.wire import WireClient
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def consume_all(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}-{time.monotonic_ns()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m)
+    finally:
+        consumer.close()
+    return got
+
+
+def test_metadata_shows_every_broker_replicas_isr_and_controller(start_cluster):
+    cluster = start_cluster(3)
+    cluster.create_topic("spread", partitions=3, replication_factor=3)
+    md = cluster.metadata()
+    assert sorted(md.brokers) == [1, 2, 3]
+    assert md.controller_id in (1, 2, 3)
+    partitions = md.topics["spread"].partitions
+    assert sorted(len(p.replicas) for p in partitions.values()) == [3, 3, 3]
+    assert all(sorted(p.isrs) == [1, 2, 3] for p in partitions.values())
+    # leaders spread over the brokers: each leads one of the three partitions
+    assert sorted(p.leader for p in partitions.values()) == [1, 2, 3]
+    assert all(p.leader == p.replicas[0] for p in partitions.values())
+    # every broker answers the same
+    for b in cluster.brokers.values():
+        other = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics("spread", timeout=10)
+        assert {i: (p.leader, p.replicas) for i, p in other.topics["spread"].partitions.items()} == \
+            {i: (p.leader, p.replicas) for i, p in partitions.items()}
+    admin = cluster.admin()
+    described = admin.describe_cluster().result(10)
+    assert sorted(n.id for n in described.nodes) == [1, 2, 3]
+    assert described.controller.id == md.controller_id
+
+
+def test_replication_factor_above_the_live_brokers_is_refused(start_cluster):
+    cluster = start_cluster(3)
+    admin = cluster.admin()
+    futures = admin.create_topics([NewTopic("too-many", 1, 4)])
+    with pytest.raises(KafkaException) as info:
+        futures["too-many"].result(30)
+    assert info.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
+
+
+def test_explicit_replica_assignment(start_cluster):
+    cluster = start_cluster(3)
+    b = next(iter(cluster.brokers.values()))
+    with WireClient(b.port) as client:
+        response = client.request("CreateTopics", 5, {
+            "topics": [{"name": "placed", "num_partitions": -1, "replication_factor": -1,
+                        "assignments": [{"partition_index": 0, "broker_ids": [3, 1]},
+                                        {"partition_index": 1, "broker_ids": [2, 3]}], "configs": []},
+                       {"name": "unknown-broker", "num_partitions": -1, "replication_factor": -1,
+                        "assignments": [{"partition_index": 0, "broker_ids": [1, 7]}], "configs": []}],
+            "timeout_ms": 30000, "validate_only": False})
+    results = {t["name"]: t for t in response["topics"]}
+    assert results["placed"]["error_code"] == 0
+    assert (results["placed"]["num_partitions"], results["placed"]["replication_factor"]) == (2, 2)
+    assert results["unknown-broker"]["error_code"] == 39  # INVALID_REPLICA_ASSIGNMENT
+    cluster.wait_until(lambda: cluster.full_isr("placed", 2, 2), 30, "placed fully replicated")
+    assert (cluster.partition("placed", 0).replicas, cluster.partition("placed", 0).leader) == ([3, 1], 3)
+    assert (cluster.partition("placed", 1).replicas, cluster.partition("placed", 1).leader) == ([2, 3], 2)
+
+
+def test_acks_all_records_are_on_every_replica_byte_for_byte(start_cluster):
+    cluster = start_cluster(3)
+    cluster.create_topic("copied", partitions=2, replication_factor=3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5})
+    acked = []
+    for i in range(500):
+        producer.produce("copied", f"value-{i}".encode(), key=str(i).encode(),
+                         on_delivery=lambda err, msg: acked.append((err, msg.partition(), msg.offset())))
+    assert producer.flush(60) == 0
+    assert [e for e, _, _ in acked if e is not None] == []
+    got = consume_all(cluster.bootstrap, "copied", 500)
+    assert sorted(m.value() for m in got) == sorted(f"value-{i}".encode() for i in range(500))
+    for p in range(2):
+        ends = {node: None for node in cluster.brokers}
+        cluster.wait_until(lambda: len({cluster.log_bytes(n, "copied", p) for n in ends}) == 1, 30,
+                           f"replicas of copied-{p} identical")
+        assert len(cluster.log_bytes(1, "copied", p)) > 0
+
+
+def test_auto_created_topic_gets_the_default_replication_factor(start_cluster):
+    cluster = start_cluster(3, default_replication_factor=2, num_partitions=2)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    producer.produce("auto-made", b"x")
+    assert producer.flush(60) == 0
+    cluster.wait_until(lambda: cluster.full_isr("auto-made", 2, 2), 30, "auto-made replicated twice")

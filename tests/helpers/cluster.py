@@ -1,0 +1,131 @@
+"""A Moldau cluster for tests: one etcd and N broker processes on 127.0.0.1 (issues 12-14 share it).
+
+Each broker is a conftest BrokerProcess with ``node.id`` and ``etcd.connect``
+set; the etcd is started with free ports and a temp data dir. Short session
+and lag timeouts keep failover within seconds on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.cluster.local_etcd import LocalEtcd
+from conftest import BrokerProcess
+
+CLUSTER_DEFAULTS = {
+    "etcd.session.timeout.ms": 4000,
+    "replica.lag.time.max.ms": 6000,
+    "group.initial.rebalance.delay.ms": 0,
+    "offsets.topic.num.partitions": 3,
+    "transaction.state.log.num.partitions": 3,
+}
+
+
+class Cluster:
+    def __init__(self, workdir: Path, size: int = 3, overrides: dict | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.etcd = LocalEtcd(self.workdir / "etcd")
+        self.brokers: dict[int, BrokerProcess] = {}
+        for node in range(1, size + 1):
+            config = {**CLUSTER_DEFAULTS, **(overrides or {}), "node.id": node}
+            self.brokers[node] = BrokerProcess(self.workdir / f"broker-{node}", config)
+
+    def start(self) -> "Cluster":
+        self.etcd.start()
+        for b in self.brokers.values():
+            b.overrides["etcd.connect"] = self.etcd.endpoint
+            b.start()
+        self.wait_for_brokers(len(self.brokers))
+        return self
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.alive())
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def metadata(self, topic: str | None = None):
+        return self.admin().list_topics(topic, timeout=10)
+
+    def wait_for_brokers(self, count: int, timeout: float = 30) -> None:
+        self.wait_until(lambda: len(self.metadata().brokers) == count, timeout, f"{count} live brokers")
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3, **configs) -> None:
+        configs = {k.replace("_", "."): str(v) for k, v in configs.items()}
+        admin = self.admin()  # kept alive until the result is in
+        futures = admin.create_topics([NewTopic(name, partitions, replication_factor, config=configs)])
+        futures[name].result(30)
+        self.wait_until(lambda: self.full_isr(name, partitions, replication_factor), 30, f"{name} fully replicated")
+
+    def partition(self, topic: str, index: int = 0):
+        """confluent-kafka's PartitionMetadata (leader, replicas, isrs) as the cluster reports it."""
+        md = self.metadata(topic)
+        t = md.topics.get(topic)
+        return None if t is None or t.error is not None and not t.partitions else t.partitions.get(index)
+
+    def full_isr(self, topic: str, partitions: int, rf: int) -> bool:
+        for p in range(partitions):
+            part = self.partition(topic, p)
+            if part is None or part.leader < 0 or len(part.isrs) != rf:
+                return False
+        return True
+
+    def leader(self, topic: str, index: int = 0) -> int:
+        part = self.partition(topic, index)
+        return -1 if part is None else part.leader
+
+    def wait_for_leader(self, topic: str, index: int = 0, not_in=(), timeout: float = 30) -> int:
+        self.wait_until(lambda: self.leader(topic, index) not in (-1, *not_in), timeout, f"a leader for {topic}-{index}")
+        return self.leader(topic, index)
+
+    def wait_for_isr(self, topic: str, index: int, isr: set[int], timeout: float = 30) -> None:
+        self.wait_until(lambda: (p := self.partition(topic, index)) is not None and set(p.isrs) == isr, timeout,
+                        f"ISR {sorted(isr)} for {topic}-{index}")
+
+    @staticmethod
+    def wait_until(check, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                if check():
+                    return
+            except Exception as exc:  # a broker going away mid-query: ask again
+                last = exc
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last})" if last else ""))
+
+    def log_bytes(self, node: int, topic: str, index: int = 0) -> bytes:
+        """The concatenated segment files of one replica."""
+        return b"".join(p.read_bytes() for p in self.brokers[node].segment_files(topic, index))
+
+    def stop(self) -> None:
+        for b in self.brokers.values():
+            b.cleanup()
+        self.etcd.stop()
+
+
+@pytest.fixture
+def start_cluster(tmp_path_factory):
+    """``start_cluster(3, **overrides)`` -> a started Cluster (``_`` in names for ``.``); stopped at teardown.
+    Import it into a test module to use it: ``from helpers.cluster import start_cluster``."""
+    started: list[Cluster] = []
+
+    def _start(size: int = 3, **overrides) -> Cluster:
+        cluster = Cluster(tmp_path_factory.mktemp("cluster"), size,
+                          {k.replace("_", "."): v for k, v in overrides.items()})
+        started.append(cluster)
+        cluster.start()
+        return cluster
+
+    yield _start
+    for cluster in started:
+        for node, b in cluster.brokers.items():
+            sys.stderr.write(f"\n----- broker {node} stderr tail -----\n{b.log_tail(40)}\n")
+        cluster.stop()
