@@ -389,7 +389,8 @@ class Log:
         """
         if batches[0][1].base_offset != self.log_end_offset:
             raise ValueError(f"{self.name}: leader batch at {batches[0][1].base_offset}, log end {self.log_end_offset}")
-        if self._should_roll(len(buf), batches[-1][1].last_offset, now_ms):
+        incoming_timestamp = max(hdr.max_timestamp for _, hdr in batches)
+        if self._should_roll(len(buf), batches[-1][1].last_offset, incoming_timestamp, now_ms):
             self._roll(now_ms)
         segment = self.active_segment
         segment.append(buf, batches)

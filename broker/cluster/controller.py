@@ -17,8 +17,6 @@ import asyncio
 import json
 import logging
 
-from broker import topic_configs
-
 from .metadata import NO_LEADER, PartitionState
 
 log = logging.getLogger("moldau.controller")
@@ -81,8 +79,8 @@ class Controller:
 
     def _unclean_allowed(self, topic: str) -> bool:
         metadata = self.store.topics.get(topic)
-        configs = metadata.configs if metadata else {}
-        return topic_configs.value(self.store.broker.config, configs, "unclean.leader.election.enable") == "true"
+        default = str(self.store.broker.config["unclean.leader.election.enable"]).lower()
+        return (metadata.configs if metadata else {}).get("unclean.leader.election.enable", default) == "true"
 
     def decide(self, topic: str, index: int, state: PartitionState, live: set[int]) -> PartitionState | None:
         """The state a partition should move to with brokers ``live``; None if it is fine as it is."""

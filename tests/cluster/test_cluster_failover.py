@@ -192,3 +192,32 @@ def test_leader_with_unreplicated_records_truncates_them_when_it_rejoins(start_c
     cluster.wait_for_isr("diverge", 0, {1, 2, 3}, timeout=60)
     cluster.wait_until(lambda: identical_replicas(cluster, "diverge", (1, 2, 3)), 30, "identical replicas")
     assert [v for _, v in read_partition(cluster.bootstrap, "diverge")] == [b"shared", b"new-1", b"new-2", b"new-3"]
+
+
+def test_acks_all_waits_for_the_isr_without_holding_up_others(start_cluster):
+    cluster = start_cluster(3, replica_fetch_wait_max_ms=100)
+    cluster.create_topic("waits", partitions=1, replication_factor=3)
+    leader = cluster.leader("waits")
+    followers = [n for n in cluster.brokers if n != leader]
+    for n in followers:  # paused for less than the session and lag timeouts: still in the ISR
+        os.kill(cluster.brokers[n].pid, signal.SIGSTOP)
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        waiting = Producer({"bootstrap.servers": cluster.brokers[leader].bootstrap, "acks": "all", "retries": 0,
+                            "request.timeout.ms": 1500, "message.timeout.ms": 1500})
+        results = []
+        waiting.produce("waits", b"uncommitted", partition=0, on_delivery=lambda err, m: results.append(err))
+        waiting.poll(0.3)
+        # meanwhile the leader answers others: an acks=1 write and a metadata request
+        assert [e for e, _, _ in produce(Producer({"bootstrap.servers": cluster.brokers[leader].bootstrap,
+                                                   "acks": 1}), "waits", [b"acks-1"], timeout=5)] == [None]
+        waiting.flush(10)
+        assert len(results) == 1 and results[0] is not None, "acks=all answered without its followers"
+        assert results[0].code() in (KafkaError.REQUEST_TIMED_OUT, KafkaError._MSG_TIMED_OUT)
+        assert time.monotonic() - started >= 1.0
+    finally:
+        for n in followers:
+            os.kill(cluster.brokers[n].pid, signal.SIGCONT)
+    done = produce(producer(cluster, acks="all"), "waits", [b"committed"], timeout=30)
+    assert [e for e, _, _ in done] == [None]
