@@ -192,11 +192,14 @@ class Broker:
         return [] if state is None else list(state.isr)
 
     def brokers(self, header) -> list[dict]:
-        """Metadata's live brokers; this one as the listener the request came in on advertises it."""
-        host, port = self.endpoint(header)
-        return [{"node_id": b.node_id, "host": host if b.node_id == self.node_id else b.host,
-                 "port": port if b.node_id == self.node_id else b.port, "rack": b.rack}
-                for b in self.store.cache.live_brokers()]
+        """Metadata's live brokers, each at its endpoint for the listener the request came in on."""
+        own = self.endpoint(header)
+        listener = header.session.listener.name if header.session is not None else None
+        found = []
+        for b in self.store.cache.live_brokers():
+            host, port = own if b.node_id == self.node_id else b.endpoint(listener)
+            found.append({"node_id": b.node_id, "host": host, "port": port, "rack": b.rack})
+        return found
 
     def partition_metadata(self, topic: TopicMetadata) -> list[dict]:
         """Metadata partition entries: leader, epoch, replicas, ISR, offline replicas."""

@@ -141,6 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--timeout", type=float, default=60.0, help="seconds allowed for reading (default %(default)s)")
     check.add_argument("--json", metavar="FILE", help="also write the verdict as JSON to FILE")
     transactions_command.add_parser(sub)
+    cluster = sub.add_parser("cluster", help="try a cluster on one machine: `moldau cluster up`",
+                             description="Start an etcd and N brokers on 127.0.0.1; Ctrl-C stops them all.")
+    cluster.add_argument("action", choices=["up"])
+    cluster.add_argument("--brokers", type=int, default=3, help="how many brokers (default %(default)s)")
+    cluster.add_argument("--data", default="./moldau-cluster", help="data directory (default %(default)s)")
+    cluster.add_argument("--port", type=int, default=9092, help="first broker's port (default %(default)s)")
+    cluster.add_argument("--override", action="append", default=[], metavar="name=value",
+                         help="a config value for every broker (repeatable)")
     # the pipeline parses its own arguments (`moldau pipeline --help`)
     sub.add_parser("pipeline", add_help=False, help="the Spark Structured Streaming pipeline (pipeline/)")
     args, rest = parser.parse_known_args(argv)
@@ -155,4 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         return _verify(args)
     if args.command == "transactions":
         return transactions_command.run(args)
+    if args.command == "cluster":
+        from .cluster.local_cluster import cluster_up
+
+        return cluster_up(args.brokers, Path(args.data), args.port, args.override)
     return 2

@@ -68,6 +68,14 @@ def _urls(text: str) -> dict[str, tuple[str, int]]:
     return endpoints
 
 
+def advertised_endpoints(config: BrokerConfig) -> dict[str, tuple[str, int]]:
+    """Listener name -> the host and port clients of that listener are given (a cluster registers them all)."""
+    bound = _urls(str(config["listeners"]))
+    advertised = _urls(str(config["advertised.listeners"])) if config["advertised.listeners"] else {}
+    return {name: (advertised.get(name, bound[name])[0] or "127.0.0.1", advertised.get(name, bound[name])[1])
+            for name in bound}
+
+
 def resolve(config: BrokerConfig) -> list[Listener]:
     """The listeners to bind, each with its security protocol, advertised endpoint and TLS context.
 

@@ -26,6 +26,7 @@ import aetcd
 from aetcd import utils as etcd_utils
 
 from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
+from broker.listeners import advertised_endpoints
 from storage.catalog import TopicMetadata
 from storage.errors import TopicExists, UnknownTopic
 from storage.files import decode_uuid, encode_uuid, random_uuid
@@ -104,7 +105,7 @@ class EtcdMetadataStore(MetadataStore):
         lease expires (etcd.session.timeout.ms after a crash), as a ZooKeeper ephemeral node does."""
         node = self.broker.node_id
         key = self.key("brokers", "ids", node)
-        info = BrokerInfo(node, self.broker.host, self.broker.port)
+        info = BrokerInfo(node, self.broker.host, self.broker.port, None, advertised_endpoints(self.broker.config))
         self.lease = await self.client.lease(self.ttl)
         waited = False
         while True:

@@ -26,17 +26,25 @@ class InvalidReplicaAssignment(ValueError):
 @dataclass(frozen=True)
 class BrokerInfo:
     node_id: int
-    host: str
+    host: str  # the first advertised listener's: where other brokers fetch from
     port: int
     rack: str | None = None
+    endpoints: dict = field(default_factory=dict, compare=False)  # listener name -> (host, port)
+
+    def endpoint(self, listener: str | None) -> tuple[str, int]:
+        """Where a client of ``listener`` reaches this broker (as Kafka answers per listener name)."""
+        host, port = self.endpoints.get(listener, (self.host, self.port))
+        return host, int(port)
 
     def encode(self) -> bytes:
-        return json.dumps({"node_id": self.node_id, "host": self.host, "port": self.port, "rack": self.rack}).encode()
+        return json.dumps({"node_id": self.node_id, "host": self.host, "port": self.port, "rack": self.rack,
+                           "endpoints": self.endpoints}).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> "BrokerInfo":
         d = json.loads(raw)
-        return cls(int(d["node_id"]), d["host"], int(d["port"]), d.get("rack"))
+        return cls(int(d["node_id"]), d["host"], int(d["port"]), d.get("rack"),
+                   {name: tuple(ep) for name, ep in d.get("endpoints", {}).items()})
 
 
 @dataclass(frozen=True)
