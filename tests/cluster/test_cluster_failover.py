@@ -221,3 +221,19 @@ def test_acks_all_waits_for_the_isr_without_holding_up_others(start_cluster):
             os.kill(cluster.brokers[n].pid, signal.SIGCONT)
     done = produce(producer(cluster, acks="all"), "waits", [b"committed"], timeout=30)
     assert [e for e, _, _ in done] == [None]
+
+
+def test_sigterm_moves_leadership_before_the_broker_leaves(start_cluster):
+    cluster = start_cluster(3, min_insync_replicas=2)
+    cluster.create_topic("handover", partitions=1, replication_factor=3)
+    leader = cluster.leader("handover")
+    assert all(e is None for e, _, _ in produce(producer(cluster, acks="all"), "handover", [b"before"]))
+    b = cluster.brokers[leader]
+    since = b.log_offset()
+    assert b.stop() == 0
+    line = b.wait_for_log(rf"handover-0: controlled shutdown of {leader}: leader (\d+)", since=since, timeout=5)
+    successor = int(line.rsplit("leader ", 1)[1].split(",")[0])
+    assert successor != leader
+    assert cluster.leader("handover") == successor  # already in place: no wait for the session to expire
+    assert all(e is None for e, _, _ in produce(producer(cluster, acks="all"), "handover", [b"after"]))
+    assert [v for _, v in read_partition(cluster.bootstrap, "handover")] == [b"before", b"after"]
