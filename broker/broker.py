@@ -227,6 +227,7 @@ class Broker:
     # ---- fetch long-poll ------------------------------------------------------
 
     def notify_append(self, topic: str, partition: int) -> None:
+        self.replicas.on_append(topic, partition)
         log_ = self.logs.log(topic, partition)
         if log_ is not None:
             self.fetch_purgatory.check_and_complete(log_)

@@ -122,7 +122,7 @@ class Partition:
         if candidate > self.high_watermark:
             self.log.set_high_watermark(candidate)
             self._complete_waiters()
-            self.manager.notify_append(self.topic, self.index)
+            self.manager.broker.fetch_purgatory.check_and_complete(self.log)  # consumers waiting for it
 
     # --- delayed produce (acks=all) -----------------------------------------------------------
 
@@ -180,15 +180,18 @@ class ReplicaManager:
         self.store = None  # the metadata store, set by the broker
         self.fetchers = None  # a ReplicaFetcherManager in a cluster
 
-    def notify_append(self, topic: str, partition: int) -> None:
-        self.broker.notify_append(topic, partition)
+    def on_append(self, topic: str, index: int) -> None:
+        """Any append here (produce, markers, the coordinators' records): an ISR of one commits it at once."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None and partition.is_leader:
+            partition.maybe_advance_high_watermark()
 
     def partition(self, topic: str, index: int) -> Partition | None:
         """This broker's replica of the partition; None if it holds none."""
         found = self.partitions.get((topic, index))
-        if found is not None:
-            return found
         log_ = self.broker.logs.log(topic, index)
+        if found is not None and found.log is log_:
+            return found  # (not one of a deleted topic of the same name)
         state = self.store.cache.partition_state(topic, index) if log_ is not None else None
         if state is None or self.node_id not in state.replicas:
             return None

@@ -155,7 +155,6 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
     broker.notify_append(topic.name, index)
     append_time = now if log_.config.log_append_time else -1
     result = _partition_result(index, ErrorCode.NONE, base_offset, append_time, log_.log_start_offset)
-    partition.maybe_advance_high_watermark()  # an ISR of one commits at once
     if acks == -1 and partition.high_watermark <= last_offset:
         waits.append((partition, last_offset + 1, result))
     return result

@@ -23,9 +23,10 @@ log = logging.getLogger("moldau.markers")
 
 
 def _write(broker, topic: str, partition: int, marker: dict, now: int) -> ErrorCode:
-    log_ = broker.logs.log(topic, partition)
-    if log_ is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    leader, error = broker.replicas.leader_partition(topic, partition)
+    if leader is None:
+        return error
+    log_ = leader.log
     producer_id, committed = marker["producer_id"], marker["transaction_result"]
     if marker["coordinator_epoch"] > COORDINATOR_EPOCH:
         # No coordinator has that epoch; taken, it would fence the real one for this producer here,
@@ -35,7 +36,8 @@ def _write(broker, topic: str, partition: int, marker: dict, now: int) -> ErrorC
         return ErrorCode.INVALID_REQUEST
     broker.fail_marker()
     try:
-        log_.append_marker(producer_id, marker["producer_epoch"], marker["coordinator_epoch"], committed, now)
+        log_.append_marker(producer_id, marker["producer_epoch"], marker["coordinator_epoch"], committed, now,
+                           leader_epoch=leader.leader_epoch)
     except InvalidProducerEpoch as exc:
         log.info("refused marker for %s-%d: %s", topic, partition, exc)
         return ErrorCode.INVALID_PRODUCER_EPOCH
