@@ -10,6 +10,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
@@ -112,3 +113,26 @@ def test_auto_created_topic_gets_the_default_replication_factor(start_cluster):
     producer.produce("auto-made", b"x")
     assert producer.flush(60) == 0
     cluster.wait_until(lambda: cluster.full_isr("auto-made", 2, 2), 30, "auto-made replicated twice")
+
+
+def test_delete_topics_on_every_broker_and_restarts_keep_ids_and_assignments(start_cluster):
+    cluster = start_cluster(3)
+    cluster.create_topic("kept", partitions=2, replication_factor=3)
+    cluster.create_topic("dropped", partitions=1, replication_factor=3)
+    before = cluster.metadata("kept").topics["kept"]
+    admin = cluster.admin()
+    kept_id = str(admin.describe_topics(TopicCollection(["kept"]))["kept"].result(10).topic_id)
+    admin.delete_topics(["dropped"])["dropped"].result(30)
+    cluster.wait_until(lambda: all(not b.partition_dir("dropped", 0).exists() for b in cluster.brokers.values()),
+                       30, "dropped's logs gone on every broker")
+    assert "dropped" not in cluster.metadata().topics
+    for b in cluster.brokers.values():  # every broker restarted: the cluster's metadata is in etcd
+        b.stop()
+        b.start()
+    cluster.wait_for_brokers(3)
+    cluster.wait_until(lambda: cluster.full_isr("kept", 2, 3), 30, "kept fully replicated again")
+    after = cluster.metadata("kept").topics["kept"]
+    assert {i: p.replicas for i, p in after.partitions.items()} == {i: p.replicas for i, p in before.partitions.items()}
+    admin = cluster.admin()
+    assert str(admin.describe_topics(TopicCollection(["kept"]))["kept"].result(10).topic_id) == kept_id
+    assert "dropped" not in cluster.metadata().topics
