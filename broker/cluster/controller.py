@@ -21,6 +21,27 @@ from .metadata import NO_LEADER, PartitionState
 
 log = logging.getLogger("moldau.controller")
 
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
+
+
+def requested_election(state: PartitionState, live: set[int], election_type: int) -> tuple[PartitionState | None, str]:
+    """ElectLeaders for one partition: (its new state, "") or (None, why not: the error's name)."""
+    live_isr = [r for r in state.isr if r in live]
+    if election_type == PREFERRED:
+        preferred = state.replicas[0]
+        if state.leader == preferred:
+            return None, "ELECTION_NOT_NEEDED"
+        if preferred not in live_isr:
+            return None, "PREFERRED_LEADER_NOT_AVAILABLE"
+        return state.with_leader(preferred, live_isr), ""
+    if state.leader in live:
+        return None, "ELECTION_NOT_NEEDED"
+    candidates = [r for r in state.replicas if r in live_isr] or [r for r in state.replicas if r in live]
+    if not candidates:
+        return None, "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+    clean = candidates[0] in live_isr
+    return state.with_leader(candidates[0], live_isr if clean else [candidates[0]], unclean=not clean), ""
+
 
 class Controller:
     def __init__(self, store) -> None:

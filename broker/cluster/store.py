@@ -13,6 +13,7 @@ import logging
 
 from storage.catalog import TopicMetadata
 
+from .controller import requested_election
 from .metadata import (
     BrokerInfo,
     MetadataCache,
@@ -51,6 +52,20 @@ class MetadataStore:
             log.warning("only %d live broker(s): creating an internal topic with replication factor %d, not %d",
                         live, live, configured)
         return max(1, min(live, configured))
+
+    async def elect_leader(self, topic: str, index: int, election_type: int) -> tuple[str, str | None]:
+        """ElectLeaders for one partition: ("", None) when elected, else (error name, message)."""
+        state = self.cache.partition_state(topic, index)
+        if state is None:
+            return "UNKNOWN_TOPIC_OR_PARTITION", None
+        new, error = requested_election(state, set(self.cache.brokers), election_type)
+        if new is None:
+            return error, None
+        if not await self.alter_partition(topic, index, state, new):
+            return "ELIGIBLE_LEADERS_NOT_AVAILABLE", "the partition changed meanwhile; try again"
+        log.info("%s-%d: leader %d -> %d by ElectLeaders at epoch %d", topic, index, state.leader, new.leader,
+                 new.leader_epoch)
+        return "", None
 
     # implemented by each store
     async def start(self) -> None: ...

@@ -28,6 +28,7 @@ from . import (
     offset_for_leader_epoch,
     produce,
 )
+from . import elect_leaders
 from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
 from . import (
     add_offsets_to_txn,
@@ -87,6 +88,7 @@ _MODULES = [
     describe_log_dirs,
     # replication
     offset_for_leader_epoch,
+    elect_leaders,
     # consumer groups
     find_coordinator,
     join_group,

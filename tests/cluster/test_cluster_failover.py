@@ -10,7 +10,7 @@ import signal
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
 
@@ -237,3 +237,28 @@ def test_sigterm_moves_leadership_before_the_broker_leaves(start_cluster):
     assert cluster.leader("handover") == successor  # already in place: no wait for the session to expire
     assert all(e is None for e, _, _ in produce(producer(cluster, acks="all"), "handover", [b"after"]))
     assert [v for _, v in read_partition(cluster.bootstrap, "handover")] == [b"before", b"after"]
+
+
+def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(start_cluster):
+    cluster = start_cluster(3)
+    cluster.create_topic("prefer", partitions=1, replication_factor=3)
+    preferred = cluster.partition("prefer").replicas[0]
+    assert cluster.leader("prefer") == preferred
+    cluster.brokers[preferred].stop()  # a controlled shutdown hands leadership to another replica
+    other = cluster.wait_for_leader("prefer", not_in=(preferred,))
+    admin = cluster.admin()
+    tp = TopicPartition("prefer", 0)
+    # the preferred replica is away: PREFERRED_LEADER_NOT_AVAILABLE
+    result = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
+    assert result[tp].code() == KafkaError.PREFERRED_LEADER_NOT_AVAILABLE, result
+    cluster.brokers[preferred].start()
+    cluster.wait_for_isr("prefer", 0, {1, 2, 3}, timeout=60)
+    assert cluster.leader("prefer") == other  # back in the ISR, but not leader by itself
+    admin = cluster.admin()
+    result = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
+    assert result[tp] is None, result
+    cluster.wait_until(lambda: cluster.leader("prefer") == preferred, 10, "the preferred replica leading")
+    # and again: nothing to do
+    admin = cluster.admin()
+    result = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
+    assert result[tp].code() == KafkaError.ELECTION_NOT_NEEDED, result

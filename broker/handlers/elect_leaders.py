@@ -1,0 +1,25 @@
+"""ElectLeaders (KIP-460): make the preferred replica (the first in replica order) the leader, or elect
+an out-of-sync replica where no in-sync one is alive (unclean); topic_partitions null means all."""
+
+from broker.errors import ErrorCode
+
+API = "ElectLeaders"
+VERSIONS = (0, 2)
+
+
+async def handle(broker, request, header) -> dict:
+    election_type = request["election_type"] if header.api_version >= 1 else 0
+    if election_type not in (0, 1):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "replica_election_results": []}
+    wanted = request["topic_partitions"]
+    if wanted is None:
+        wanted = [{"topic": t.name, "partitions": list(range(t.num_partitions))} for t in broker.logs.topics.values()]
+    results = []
+    for want in wanted:
+        partitions = []
+        for index in want["partitions"]:
+            error, message = await broker.store.elect_leader(want["topic"], index, election_type)
+            partitions.append({"partition_id": index, "error_code": ErrorCode[error] if error else ErrorCode.NONE,
+                               "error_message": message})
+        results.append({"topic": want["topic"], "partition_result": partitions})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": results}
