@@ -70,6 +70,21 @@ class Controller:
         if self.active and (state.leader == NO_LEADER or state.leader not in self.store.cache.brokers):
             self._wake.set()
 
+    async def rebalance_leaders(self) -> None:
+        """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, the controller makes
+        each partition's preferred replica (the first) its leader again where it is in sync."""
+        config = self.store.broker.config
+        while True:
+            await asyncio.sleep(config["leader.imbalance.check.interval.seconds"])
+            if not (self.active and config["auto.leader.rebalance.enable"]):
+                continue
+            live = set(self.store.cache.brokers)
+            for (topic, index), state in list(self.store.cache.partitions.items()):
+                new, _ = requested_election(state, live, PREFERRED)
+                if new is not None and await self.store.alter_partition(topic, index, state, new):
+                    log.info("%s-%d: leader %d -> preferred replica %d at epoch %d", topic, index, state.leader,
+                             new.leader, new.leader_epoch)
+
     async def run(self) -> None:
         self._wake.set()
         while True:

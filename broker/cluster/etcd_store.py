@@ -90,7 +90,7 @@ class EtcdMetadataStore(MetadataStore):
         await self._register()
         await self._load_all()
         self._tasks = [asyncio.ensure_future(t) for t in (self._keep_alive(), self._watch(), self.controller.run(),
-                                                           self._check_isrs())]
+                                                           self.controller.rebalance_leaders(), self._check_isrs())]
 
     async def _adopt_cluster_id(self) -> None:
         key = self.key("cluster_id")

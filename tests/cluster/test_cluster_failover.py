@@ -262,3 +262,13 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(start_clus
     admin = cluster.admin()
     result = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
     assert result[tp].code() == KafkaError.ELECTION_NOT_NEEDED, result
+
+
+def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(start_cluster):
+    cluster = start_cluster(3, leader_imbalance_check_interval_seconds=1)
+    cluster.create_topic("rebalanced", partitions=1, replication_factor=3)
+    preferred = cluster.partition("rebalanced").replicas[0]
+    cluster.brokers[preferred].stop()
+    cluster.wait_for_leader("rebalanced", not_in=(preferred,))
+    cluster.brokers[preferred].start()
+    cluster.wait_until(lambda: cluster.leader("rebalanced") == preferred, 60, "the preferred replica leading again")
