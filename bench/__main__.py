@@ -159,6 +159,8 @@ class Bench:
         if outcome["valid"]:  # per second of the measured phase, for rows that run for a set time
             outcome["metrics"].update(broker_cpu_per_s=usage.cpu_s / max(meters.seconds, 1e-3),
                                       client_cpu_per_s=meters.client_cpu_s / max(meters.seconds, 1e-3))
+            if outcome["metrics"].get("fetches"):
+                outcome["metrics"]["broker_ms_per_fetch"] = usage.cpu_s / outcome["metrics"]["fetches"] * 1000
         outcome.update(
             broker={"cpu_s": usage.cpu_s, "cpu_s_per_million": usage.cpu_s / messages * 1e6,
                     "peak_rss_mib": usage.peak_rss / 2**20},

@@ -157,6 +157,12 @@ def targets(result: dict) -> str:
             out.append(_check("small produce requests", primary(row, SUBJECT), 20_000, True, " req/s", mine))
         elif row["kind"] == "follow" and row["params"]["consumer"] == "sessions":
             out.append(_session_saving(result["rows"], row))
+        elif row["kind"] == "idle-fetch" and row["params"]["consumer"] == "sessions":
+            full = next((r for r in result["rows"] if r["kind"] == "idle-fetch" and r is not row), None)
+            mine_ms, full_ms = primary(row, SUBJECT), full and primary(full, SUBJECT)
+            out.append(_check("broker CPU of a 2,000-partition fetch with nothing new, sessionless / sessions",
+                              full_ms / mine_ms if mine_ms and full_ms else None, 5.0, True, "x",
+                              max(mine, spread(full, SUBJECT) if full else 0.0)))
     return "\n".join(out)
 
 

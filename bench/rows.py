@@ -26,8 +26,11 @@ KINDS = {
     "small-requests": Kind("requests_per_s", "req/s", profiled=True),
     "follow": Kind("broker_cpu_per_s", "broker CPU s/s", (("client_cpu_per_s", "client CPU s/s"),
                                                            ("consumer_cpu_per_s", "fetch loop CPU s/s"),
-                                                           ("fetches_per_s", "fetches/s")),
+                                                           ("fetches_per_s", "fetches/s"),
+                                                           ("broker_ms_per_fetch", "broker CPU ms/fetch")),
                    higher_is_better=False, profiled=True),
+    "idle-fetch": Kind("broker_ms_per_fetch", "broker CPU ms/fetch", (("client_ms_per_fetch", "client CPU ms/fetch"),),
+                       higher_is_better=False, profiled=True),
 }
 
 
@@ -81,6 +84,10 @@ def plan(quick: bool) -> list[Row]:
         rows.append(Row(f"2,000 partitions x 10 msg/s, {label}", "follow",
                         {"partitions": 2000, "rate": 10, "seconds": seconds, "consumer": consumer},
                         2000 * 10 * seconds))
+    fetches = 50 if quick else 200
+    for consumer in ("sessions", "sessionless"):
+        rows.append(Row(f"fetch 2,000 partitions with nothing new, {consumer}", "idle-fetch",
+                        {"partitions": 2000, "fetches": fetches, "consumer": consumer}, fetches))
     return rows
 
 

@@ -365,8 +365,31 @@ def follow(spec: dict, warnings: list[str]) -> dict:
     sent = sum(produced) - parts
     if consumed != sent:
         raise Invalid(f"consumed {consumed} of {sent} messages")
-    return {"msgs_per_s": sent / elapsed, "fetches_per_s": fetches / elapsed,
+    return {"msgs_per_s": sent / elapsed, "fetches_per_s": fetches / elapsed, "fetches": fetches,
             "consumer_cpu_per_s": consumer_cpu / elapsed, "messages": sent, "seconds": elapsed}
+
+
+def idle_fetch(spec: dict, warnings: list[str]) -> dict:
+    """``fetches`` Fetches of all ``partitions`` partitions of a topic with nothing new in it (max_wait_ms
+    0): what a fetch costs the broker when none of its partitions has news, in a session or without."""
+    parts, topic = spec["partitions"], spec["topic"]
+    ensure_topic(spec, parts)
+    p = Producer(client_config(spec, **{"acks": 1, "linger.ms": 5}))
+    for partition in range(parts):
+        send(p, topic, b"first", partition)
+    flush(p, 60)
+    fetcher = SessionFetcher(spec["bootstrap"], topic, parts, spec["consumer"] == "sessions")
+    drain(fetcher, [1] * parts)
+    fetcher.max_wait_ms = 0
+    start = phase_start(spec)
+    cpu = time.thread_time()
+    got = sum(fetcher.fetch() for _ in range(spec["fetches"]))
+    client_cpu = time.thread_time() - cpu
+    elapsed = phase_end(spec) - start
+    if got:
+        raise Invalid(f"{got} records came from partitions that had nothing new")
+    return {"fetches": spec["fetches"], "client_ms_per_fetch": client_cpu / spec["fetches"] * 1000,
+            "seconds": elapsed}
 
 
 def drain(fetcher: "SessionFetcher", produced: list[int]) -> int:
@@ -459,7 +482,8 @@ def count_committed(spec: dict, expected: int) -> int:
     return got
 
 
-WORKLOADS = {f.__name__.replace("_", "-"): f for f in (produce, consume, latency, small_requests, transactions, follow)}
+WORKLOADS = {f.__name__.replace("_", "-"): f for f in (produce, consume, latency, small_requests, transactions, follow,
+                                                          idle_fetch)}
 
 
 def run(spec: dict) -> dict:
