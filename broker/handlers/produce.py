@@ -30,6 +30,7 @@ from storage.errors import (
     ProducerStateError,
     RecordBatchTooLarge,
 )
+from storage.log_manager import CREATE_STEP
 
 API = "Produce"
 VERSIONS = (3, 12)
@@ -181,6 +182,9 @@ def handle(broker, request, header):
     now = now_ms()
     responses = []
     waits: list = []
+    # auto-creation here runs on the event loop at once: a few partitions a request (the rest
+    # UNKNOWN_TOPIC_OR_PARTITION, which clients retry after a Metadata request creates them in steps)
+    creatable = CREATE_STEP
     for topic_data in request["topic_data"]:
         name = topic_data["name"]
         parts = topic_data["partition_data"]
@@ -188,7 +192,10 @@ def handle(broker, request, header):
             # the coordinators own the internal topics; clients may not write them
             if name in INTERNAL_TOPICS:
                 raise InvalidTopic(f"{name} is internal")
-            topic = broker.topic_for_write(name)
+            known = broker.logs.topic(name)
+            topic = known or broker.topic_for_write(name, allow_auto_create=creatable > 0)
+            if topic is not None and known is None:
+                creatable -= topic.num_partitions
         except InvalidTopic:
             topic, code = None, ErrorCode.INVALID_TOPIC_EXCEPTION
         else:

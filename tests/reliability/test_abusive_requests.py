@@ -300,3 +300,18 @@ def test_growing_and_deleting_thousands_of_partitions_does_not_stall_others(star
         assert not list(b.data_dir.glob("grown-*"))
     bystander.check()
     print(f"bystander worst {bystander.worst:.3f}s p99 {bystander.p99:.3f}s")
+
+
+@pytest.mark.timeout(300)
+def test_produce_auto_creates_a_few_topics_a_request(start_broker):
+    """A Produce naming 2,000 unknown topics: it auto-creates a few (on the event loop), answers the rest
+    UNKNOWN_TOPIC_OR_PARTITION, which clients retry; the bystander is not held up."""
+    b = start_broker()
+    batch = build_batch([(None, b"x")])
+    with wire.WireClient(b.port, timeout=120) as c, Bystander(b.port, "bystander") as bystander:
+        r = c.request("Produce", 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": f"made-by-produce-{i}", "partition_data": [{"index": 0, "records": batch}]} for i in range(2000)]})
+        codes = [t["partition_responses"][0]["error_code"] for t in r["responses"]]
+        assert codes == [NONE] * 16 + [3] * 1984
+        time.sleep(0.5)
+    bystander.check()
