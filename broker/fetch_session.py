@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from storage.log_manager import LogManager
 
 from .errors import ErrorCode
-from .log_read import FetchPartition, PartitionData, TopicPartition, partition_log
+from .log_read import FetchPartition, PartitionData, TopicPartition, fetchable_end, partition_log
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -157,10 +157,11 @@ class FetchContext:
         self._privileged = privileged
         self._uses_topic_ids = uses_topic_ids
 
-    def to_read(self, logs: LogManager) -> dict[TopicPartition, FetchPartition]:
+    def to_read(self, logs: LogManager, isolation: int) -> dict[TopicPartition, FetchPartition]:
         """The partitions to read now. An incremental fetch leaves out those it need not list: not named by
-        the request, the client's position at the high watermark it was last told, that and the log start
-        unchanged. Kafka reads them all; in Python skipping them is most of what a session saves."""
+        the request, the client's position at the high watermark it was last told and at the end it may
+        read to (a follower reads past the high watermark), that and the log start unchanged. Kafka reads
+        them all; in Python skipping them is most of what a session saves."""
         session = self._session
         if session is None:
             return self.partitions
@@ -171,7 +172,8 @@ class FetchContext:
             if key not in named and want.fetch_offset == cached.high_watermark:
                 log_ = partition_log(logs, key)
                 if (log_ is not None and log_.high_watermark == cached.high_watermark
-                        and log_.log_start_offset == cached.log_start_offset):
+                        and log_.log_start_offset == cached.log_start_offset
+                        and fetchable_end(log_, isolation) <= want.fetch_offset):
                     continue
             read[key] = want
         return read

@@ -104,7 +104,7 @@ def handle(broker, request, header):
     isolation = FOLLOWER if replica_id_of(request) >= 0 else request["isolation_level"]
     max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
     answered = leadership_answers(broker, request, uses_topic_ids)
-    found, total = read_from_logs(broker.logs, context.to_read(broker.logs), isolation, max_bytes, answered)
+    found, total = read_from_logs(broker.logs, context.to_read(broker.logs, isolation), isolation, max_bytes, answered)
     diverged = any(a.diverging_epoch is not None for a in answered.values())
     if total >= request["min_bytes"] or request["max_wait_ms"] <= 0 or diverged:
         return _response(context, found)
@@ -117,7 +117,7 @@ def handle(broker, request, header):
 async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, max_bytes: int, max_wait_ms: int,
                           answered: dict):
     await broker.fetch_purgatory.park(delayed, max_wait_ms / 1000)
-    found, _ = read_from_logs(broker.logs, context.to_read(broker.logs), delayed.isolation, max_bytes, answered)
+    found, _ = read_from_logs(broker.logs, context.to_read(broker.logs, delayed.isolation), delayed.isolation, max_bytes, answered)
     return _response(context, found)
 
 

@@ -6,8 +6,18 @@ tests (tests/integration/test_fetch_sessions.py) cannot wait for.
 
 from __future__ import annotations
 
-from broker.fetch_session import EVICTION_MS, INVALID_SESSION_ID, CachedPartition, FetchSessionCache, next_epoch
-from broker.log_read import FetchPartition, TopicPartition
+from broker.fetch_session import (
+    EVICTION_MS,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchSessionCache,
+    new_context,
+    next_epoch,
+)
+from broker.log_read import FOLLOWER, READ_COMMITTED, FetchPartition, PartitionData, TopicPartition
+from storage.config import LogConfig
+from storage.log_manager import LogManager
+from tests.storage.storage_support import append, make_batch
 
 
 def partitions(n: int) -> dict:
@@ -52,3 +62,21 @@ def test_a_follower_may_evict_a_young_client_session():
 
 def test_epochs_wrap_to_one_and_final_stays_final():
     assert next_epoch(0) == 1 and next_epoch(0x7FFFFFFF) == 1 and next_epoch(-1) == -1
+
+
+def test_an_incremental_fetch_skips_only_partitions_with_nothing_to_read(tmp_path):
+    """A session's partition at the high watermark it was last told is left out of an incremental read;
+    a follower's is read while the log end is past its fetch offset (it replicates up to the log end)."""
+    logs = LogManager(tmp_path, LogConfig())
+    logs.create_topic("t", 1)
+    log_ = logs.log("t", 0)
+    append(log_, make_batch(3))
+    log_.set_high_watermark(2)
+    key = TopicPartition("t", 0)
+    for isolation, read in ((READ_COMMITTED, False), (0, False), (FOLLOWER, True)):
+        cache = FetchSessionCache(10)
+        found = {key: PartitionData(0, 2, 2, 0)}
+        session_id, _ = new_context(cache, 0, 0, {key: FetchPartition(2, 1024)}, [], False, False, 0).respond(found, 0)
+        context = new_context(cache, session_id, 1, {}, [], False, False, 0)
+        assert (key in context.to_read(logs, isolation)) is read, isolation
+    logs.close()
