@@ -59,6 +59,7 @@ $(VENV)/.bench-deps: Makefile | $(VENV)/.installed
 bench: $(VENV)/.bench-deps
 	$(BIN)/python -m bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.compaction $(filter --quick,$(BENCH_ARGS))
+	$(BIN)/python -m bench.cluster $(filter --quick,$(BENCH_ARGS))
 
 # the Spark pipeline against a running broker (`make run`): `make pipeline-generate` produces input
 # events, `make pipeline` runs the streaming job until Ctrl-C; see `moldau pipeline run --help` for ARGS

@@ -5,6 +5,7 @@ Key layout (under the chroot of ``etcd.connect``; docs/architecture.md says who 
     /cluster_id                 the cluster id (first broker to start, create-if-absent)
     /brokers/ids/<node.id>      BrokerInfo, under the broker's lease (its session)
     /controller                 {"broker_id": n}, under the controller's lease (create-if-absent = election)
+    /latest_producer_id_block   next free block of producer ids (compare-and-swap)
     /topics/<name>              {"topic_id", "partitions", "configs"}
     /partitions/<name>/<p>      PartitionState: leader, leader_epoch, isr, replicas
 
@@ -27,6 +28,7 @@ from aetcd import utils as etcd_utils
 
 from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
 from broker.listeners import advertised_endpoints
+from broker.producer_ids import BLOCK_SIZE
 from storage.catalog import TopicMetadata
 from storage.errors import TopicExists, UnknownTopic
 from storage.files import decode_uuid, encode_uuid, random_uuid
@@ -64,6 +66,7 @@ class EtcdMetadataStore(MetadataStore):
         broker.replicas.fetchers = ReplicaFetcherManager(broker)
         self._tasks: list[asyncio.Task] = []
         self._creating: set[str] = set()
+        self._reserving: asyncio.Future | None = None
         self.revision = 0
 
     def key(self, *parts) -> bytes:
@@ -88,6 +91,8 @@ class EtcdMetadataStore(MetadataStore):
         await self._connect()
         await self._adopt_cluster_id()
         await self._register()
+        self.broker.producer_ids.block_source = self
+        self.broker.producer_ids.adopt_block(await self._reserve_producer_id_block())
         await self._load_all()
         self._tasks = [asyncio.ensure_future(t) for t in (self._keep_alive(), self._watch(), self.controller.run(),
                                                            self.controller.rebalance_leaders(), self._check_isrs())]
@@ -156,6 +161,31 @@ class EtcdMetadataStore(MetadataStore):
                 await self.client.close()
             except Exception as exc:
                 log.warning("closing the etcd session: %s", exc)
+
+    # --- producer ids ----------------------------------------------------------------------------
+
+    def request_block(self) -> None:
+        if self._reserving is None or self._reserving.done():
+            self._reserving = asyncio.ensure_future(self._adopt_next_block())
+
+    async def _adopt_next_block(self) -> None:
+        try:
+            self.broker.producer_ids.adopt_block(await self._reserve_producer_id_block())
+        except Exception as exc:  # etcd away: InitProducerId answers a retriable error, asks again
+            log.warning("could not reserve producer ids: %s", exc)
+
+    async def _reserve_producer_id_block(self) -> int:
+        """The start of a block of producer ids no other broker has: a compare-and-swap on the one counter."""
+        key = self.key("latest_producer_id_block")
+        tx = self.client.transactions
+        while True:
+            found = await self.client.get(key)
+            start = int(found.value) if found is not None else 0
+            guard = tx.mod(key) == found.mod_revision if found is not None else tx.version(key) == 0
+            ok, _ = await self.client.transaction(
+                compare=[guard], success=[tx.put(key, str(start + BLOCK_SIZE).encode())], failure=[])
+            if ok:
+                return start
 
     # --- the metadata cache --------------------------------------------------------------------
 

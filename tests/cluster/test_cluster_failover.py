@@ -272,3 +272,21 @@ def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(start
     cluster.wait_for_leader("rebalanced", not_in=(preferred,))
     cluster.brokers[preferred].start()
     cluster.wait_until(lambda: cluster.leader("rebalanced") == preferred, 60, "the preferred replica leading again")
+
+
+def test_producer_ids_are_unique_across_brokers(start_cluster):
+    """Each broker hands out producer ids from one cluster-wide counter: idempotent producers that got
+    theirs from different brokers never share one (a shared id would make the leader drop one's records
+    as the other's duplicates, or refuse them as out of order)."""
+    cluster = start_cluster(3)
+    cluster.create_topic("ids", partitions=1, replication_factor=3)
+    sent = []
+    for round_ in range(2):
+        for node, b in cluster.brokers.items():
+            values = [f"{round_}-{node}-{i}".encode() for i in range(10)]
+            p = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 0,
+                          "message.timeout.ms": 20000})
+            results = produce(p, "ids", values)
+            assert [e for e, _, _ in results] == [None] * 10, results
+            sent += values
+    assert sorted(v for _, v in read_partition(cluster.bootstrap, "ids")) == sorted(sent)
