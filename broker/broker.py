@@ -24,7 +24,7 @@ from .errors import ErrorCode
 from .fetch_session import FetchSessionCache
 from .group import GroupCoordinator
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
-from .security.authorizer import AllowAll
+from .security import authorizer
 from .security.scram_credentials import CREDENTIALS_FILE, ScramCredentials
 from .transaction import TransactionCoordinator
 
@@ -92,7 +92,7 @@ class Broker:
         self.kill_after_marker = faults.marker_killer()
         self.fail_marker = faults.marker_failer()
         self.scram_credentials = ScramCredentials(config.log_dir / CREDENTIALS_FILE)
-        self.authorizer = AllowAll()
+        self.authorizer = authorizer.from_config(config)
         self.fetch_purgatory = FetchPurgatory()
         self.metrics = None  # a BrokerMetrics while metrics.port serves Prometheus
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])

@@ -168,6 +168,10 @@ SETTINGS: list[Setting] = [
     Setting("transaction.state.log.replication.factor", int, 3,
             "Replicas of __transaction_state (as many as there are live brokers if fewer)."),
     Setting("transaction.state.log.min.isr", int, 2, "min.insync.replicas of __transaction_state (capped likewise)."),
+    Setting("authorizer.class.name", str, "",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer: check every request against ACLs."),
+    Setting("super.users", str, "", "Principals the authorizer always allows, User:name;User:other."),
+    Setting("allow.everyone.if.no.acl.found", _bool, False, "Allow access to a resource no ACL names."),
 ]
 _BY_NAME = {s.name: s for s in SETTINGS}
 LISTENER_PREFIX = "listener.name."

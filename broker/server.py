@@ -30,7 +30,7 @@ from .client_quotas import client_quota_throttle
 from .connection_quotas import ConnectionQuotas
 from .handlers import HANDLERS, api_versions
 from .listeners import Listener
-from .security import sasl, tls
+from .security import authorization, sasl, tls
 from .session import Session
 from .loopback import LoopbackChannel
 from .metrics import BrokerMetrics
@@ -186,6 +186,14 @@ class KafkaConnection(asyncio.Protocol):
                 return
             raise FrameError(f"{handler.name} v{version} is not supported")
         request, _ = codec.decode(handler.name + "Request", version, frame, header.body_offset)
+        if self.broker.authorizer.enabled:
+            refusal = authorization.gate(self.broker.authorizer, handler.name, request, header)
+            if refusal is authorization.CLOSE:
+                self.close(f"{handler.name} from {session.principal} refused: only super users may send it")
+                return
+            if refusal is not None:
+                self._reply(handler.name, header, refusal, (len(frame), 0.0))
+                return
         started = time.perf_counter()
         result = handler.handle(self.broker, request, header)
         usage = (len(frame), time.perf_counter() - started)  # what client quotas count of this request

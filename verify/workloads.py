@@ -15,6 +15,7 @@ client is one more function in it, writing the journal lines of
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import signal
@@ -329,9 +330,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", default="moldau-verify-group", help="a consumer's group id")
     parser.add_argument("--output", help="the topic a copy app writes to")
     parser.add_argument("--txn-size", type=int, default=5, help="records in each of a producer's transactions")
+    parser.add_argument("--client-config", type=json.loads, default={}, metavar="JSON",
+                        help='librdkafka settings every client of the workload gets, as a JSON object '
+                             '({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", ...})')
     parser.add_argument("--abort-every", type=int, default=0,
                         help="a transactional producer aborts every Nth transaction on purpose (0: never)")
     args = parser.parse_args(argv)
+    CLIENT.update(args.client_config)  # this process's clients: one workload a process
     stop = Stop()
     journal = Journal(args.journal, args.name)
     try:

@@ -30,6 +30,7 @@ from . import (
 )
 from . import elect_leaders
 from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
+from . import create_acls, delete_acls, describe_acls
 from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
@@ -67,6 +68,9 @@ _MODULES = [
     sasl_authenticate,
     alter_user_scram_credentials,
     describe_user_scram_credentials,
+    create_acls,
+    describe_acls,
+    delete_acls,
     metadata,
     produce,
     fetch,

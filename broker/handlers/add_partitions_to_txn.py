@@ -6,6 +6,7 @@ it takes a transactional write, answered without changing anything.
 """
 
 from broker.errors import ErrorCode
+from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 from broker.transaction import fenced_for_version
 
 API = "AddPartitionsToTxn"
@@ -15,9 +16,16 @@ PRODUCER_FENCED_SINCE = 2
 BATCHED_SINCE = 4
 
 
-def _errors(broker, version: int, transactional_id: str, producer_id: int, epoch: int, topics: list[dict],
+def _errors(broker, header, version: int, transactional_id: str, producer_id: int, epoch: int, topics: list[dict],
             verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
     partitions = [(t["name"], p) for t in topics for p in t["partitions"]]
+    authorizer = broker.authorizer
+    if not authorizer.authorize(header, "Write", TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    denied = {tp for tp in partitions if not authorizer.authorize(header, "Write", TOPIC, tp[0])}
+    if denied:
+        return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in partitions}
     unknown = {tp for tp in partitions if broker.logs.log(*tp) is None}
     if unknown:
         return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
@@ -39,13 +47,13 @@ def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict]:
 def handle(broker, request, header) -> dict:
     version = header.api_version
     if version < BATCHED_SINCE:
-        errors = _errors(broker, version, request["v3_and_below_transactional_id"],
+        errors = _errors(broker, header, version, request["v3_and_below_transactional_id"],
                          request["v3_and_below_producer_id"], request["v3_and_below_producer_epoch"],
                          request["v3_and_below_topics"], verify_only=False)
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(errors)}
     results = []
     for txn in request["transactions"]:
-        errors = _errors(broker, version, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
+        errors = _errors(broker, header, version, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
                          txn["topics"], txn["verify_only"])
         results.append({"transactional_id": txn["transactional_id"], "topic_results": _topic_results(errors)})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}

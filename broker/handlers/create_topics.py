@@ -8,6 +8,7 @@ from broker.broker import InvalidTopic
 from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor
 from broker.errors import ErrorCode
+from broker.security.authorizer import TOPIC
 from storage.catalog import validate_topic_name
 from storage.errors import TopicExists
 
@@ -83,6 +84,10 @@ async def handle(broker, request, header) -> dict:
     for want in topics:
         if mutations.refused():
             results.append(_refused(want, ErrorCode.THROTTLING_QUOTA_EXCEEDED, QUOTA_EXCEEDED))
+            continue
+        if not (broker.authorizer.authorize_cluster(header, "Create")
+                or broker.authorizer.authorize(header, "Create", TOPIC, want["name"])):
+            results.append(_refused(want, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
             continue
         result = await _create(broker, want, request["validate_only"])
         if not result["error_code"] and not request["validate_only"]:

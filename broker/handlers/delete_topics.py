@@ -5,6 +5,7 @@ import logging
 from broker.broker import INTERNAL_TOPICS, in_steps
 from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.errors import ErrorCode
+from broker.security.authorizer import TOPIC
 from storage.errors import UnknownTopic
 
 log = logging.getLogger("moldau.delete_topics")
@@ -13,8 +14,11 @@ API = "DeleteTopics"
 VERSIONS = (1, 6)
 
 
-async def _delete(broker, name, topic_id, mutations: ControllerMutations) -> dict:
+async def _delete(broker, header, name, topic_id, mutations: ControllerMutations) -> dict:
     topic = broker.logs.topic(name) if name else broker.logs.topic_by_id(topic_id)
+    if not broker.authorizer.authorize(header, "Delete", TOPIC, topic.name if topic else name or ""):
+        return {"name": name, "topic_id": topic_id, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "error_message": None}
     if topic is None:
         code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name else ErrorCode.UNKNOWN_TOPIC_ID
         return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": None}
@@ -40,5 +44,5 @@ async def handle(broker, request, header) -> dict:
     else:
         wanted = [(name, None) for name in request["topic_names"]]
     mutations = ControllerMutations(broker.quotas, header, strict=header.api_version >= 5)
-    responses = [await _delete(broker, n, i, mutations) for n, i in wanted]
+    responses = [await _delete(broker, header, n, i, mutations) for n, i in wanted]
     return {"throttle_time_ms": mutations.throttle_ms, "responses": responses}

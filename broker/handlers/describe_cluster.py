@@ -1,5 +1,9 @@
 """DescribeCluster: the live brokers and the controller."""
 
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME
+
+NOT_REQUESTED = -2147483648
+
 API = "DescribeCluster"
 VERSIONS = (0, 1)
 
@@ -14,5 +18,6 @@ def handle(broker, request, header) -> dict:
         "controller_id": broker.store.cache.controller_id,
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
                     for b in broker.brokers(header)],
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": broker.authorizer.authorized_operations(header, CLUSTER, CLUSTER_NAME)
+        if request["include_cluster_authorized_operations"] else NOT_REQUESTED,
     }

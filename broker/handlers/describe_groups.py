@@ -1,12 +1,12 @@
 """DescribeGroups: state, protocol and members of each named group; unknown ones are Dead."""
 
+from broker.errors import ErrorCode
 from broker.group.metadata import GroupState
+from broker.security.authorizer import GROUP
 
 API = "DescribeGroups"
 VERSIONS = (0, 5)
 
-# With no authorizer every group operation is allowed: READ (3), DELETE (6), DESCRIBE (8).
-_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 _OPERATIONS_NOT_REQUESTED = -(1 << 31)
 
 
@@ -38,5 +38,14 @@ def _describe(broker, group_id: str, operations: int) -> dict:
 
 
 def handle(broker, request, header) -> dict:
-    operations = _GROUP_OPERATIONS if request["include_authorized_operations"] else _OPERATIONS_NOT_REQUESTED
-    return {"throttle_time_ms": 0, "groups": [_describe(broker, g, operations) for g in request["groups"]]}
+    groups = []
+    for group_id in request["groups"]:
+        if not broker.authorizer.authorize(header, "Describe", GROUP, group_id):
+            groups.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id,
+                           "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+                           "authorized_operations": _OPERATIONS_NOT_REQUESTED})
+            continue
+        operations = (broker.authorizer.authorized_operations(header, GROUP, group_id)
+                      if request["include_authorized_operations"] else _OPERATIONS_NOT_REQUESTED)
+        groups.append(_describe(broker, group_id, operations))
+    return {"throttle_time_ms": 0, "groups": groups}

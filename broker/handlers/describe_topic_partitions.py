@@ -2,6 +2,7 @@
 
 from broker.broker import INTERNAL_TOPICS
 from broker.errors import ErrorCode
+from broker.security.authorizer import TOPIC
 
 API = "DescribeTopicPartitions"
 VERSIONS = (0, 0)
@@ -17,6 +18,10 @@ def handle(broker, request, header) -> dict:
     next_cursor = None
     for name in names:
         topic = broker.logs.topic(name)
+        if not broker.authorizer.authorize(header, "Describe", TOPIC, name):
+            if request["topics"]:  # asked by name: told no; all topics: those it may describe
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
+            continue
         if topic is None:
             topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []})
             continue
@@ -28,7 +33,7 @@ def handle(broker, request, header) -> dict:
         limit -= len(partitions)
         topics.append({"error_code": 0, "name": name, "topic_id": topic.topic_id,
                        "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
-                       "topic_authorized_operations": -2147483648})
+                       "topic_authorized_operations": broker.authorizer.authorized_operations(header, TOPIC, name)})
         if next_cursor is not None or limit <= 0:
             if next_cursor is None and name != names[-1]:
                 next_cursor = {"topic_name": names[names.index(name) + 1], "partition_index": 0}

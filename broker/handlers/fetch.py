@@ -23,13 +23,16 @@ import uuid
 from broker.broker import now_ms
 from broker.delayed_fetch import DelayedFetch
 from broker.fetch_session import FetchContext, new_context
+from broker.errors import ErrorCode
 from broker.log_read import FOLLOWER, FetchPartition, PartitionData, TopicPartition, read_from_logs
+from broker.security.authorizer import TOPIC
 
 API = "Fetch"
 VERSIONS = (4, 17)
 
 TOPIC_IDS_SINCE = 13  # v13+ names topics by id
 _NO_TOPIC_ID = uuid.UUID(int=0)
+_TOPIC_DENIED = PartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 def requested_partitions(request, uses_topic_ids: bool) -> dict[TopicPartition, FetchPartition]:
@@ -105,20 +108,37 @@ def handle(broker, request, header):
     max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
     answered = leadership_answers(broker, request, uses_topic_ids)
     found, total = read_from_logs(broker.logs, context.to_read(broker.logs, isolation), isolation, max_bytes, answered)
+    if broker.authorizer.enabled:
+        _deny_unreadable(broker, request, header, found)
     diverged = any(a.diverging_epoch is not None for a in answered.values())
     if total >= request["min_bytes"] or request["max_wait_ms"] <= 0 or diverged:
         return _response(context, found)
     delayed = DelayedFetch(broker.logs, context.partitions, isolation, request["min_bytes"], total)
     if not delayed.topics:
         return _response(context, found)
-    return _complete_later(broker, context, delayed, max_bytes, request["max_wait_ms"], answered)
+    return _complete_later(broker, context, delayed, max_bytes, request["max_wait_ms"], answered, request, header)
 
 
 async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, max_bytes: int, max_wait_ms: int,
-                          answered: dict):
+                          answered: dict, request, header):
     await broker.fetch_purgatory.park(delayed, max_wait_ms / 1000)
     found, _ = read_from_logs(broker.logs, context.to_read(broker.logs, delayed.isolation), delayed.isolation, max_bytes, answered)
+    if broker.authorizer.enabled:
+        _deny_unreadable(broker, request, header, found)
     return _response(context, found)
+
+
+def _deny_unreadable(broker, request, header, found: dict[TopicPartition, PartitionData]) -> None:
+    """A consumer needs Read on each topic; a follower (replica id set) ClusterAction on the cluster."""
+    authorizer = broker.authorizer
+    follower = replica_id_of(request) >= 0
+    if follower and authorizer.authorize_cluster(header, "ClusterAction"):
+        return
+    for key in found:
+        topic = broker.logs.topic_by_id(key.topic) if isinstance(key.topic, uuid.UUID) else None
+        name = topic.name if topic is not None else key.topic
+        if isinstance(name, str) and (follower or not authorizer.authorize(header, "Read", TOPIC, name)):
+            found[key] = _TOPIC_DENIED
 
 
 def _response(context: FetchContext, found: dict[TopicPartition, PartitionData]) -> dict:

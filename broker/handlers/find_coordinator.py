@@ -6,18 +6,25 @@ leader the answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
 
 from broker.errors import ErrorCode
 from broker.internal_topics import partition_for
+from broker.security import authorizer
 
 API = "FindCoordinator"
 VERSIONS = (0, 6)
 
 GROUP, TRANSACTION = 0, 1
 _TOPICS = {GROUP: "__consumer_offsets", TRANSACTION: "__transaction_state"}
+# key type: what the principal must be allowed to Describe, and the error when it is not
+_RESOURCE = {GROUP: (authorizer.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+             TRANSACTION: (authorizer.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
 
 
 def _coordinator(broker, header, key_type: int, key: str, ready: bool) -> dict:
     if key_type not in _TOPICS:
         return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": f"unknown key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
+    resource_type, denied = _RESOURCE[key_type]
+    if not broker.authorizer.authorize(header, "Describe", resource_type, key):
+        return {"error_code": denied, "error_message": None, "node_id": -1, "host": "", "port": -1}
     topic = broker.logs.topic(_TOPICS[key_type]) if ready else None
     leader = broker.partition_leader(topic.name, partition_for(key, topic.num_partitions)) if topic else None
     node = next((b for b in broker.brokers(header) if b["node_id"] == leader), None)

@@ -9,6 +9,7 @@ fresh id instead. With a transactional id the transaction coordinator answers.
 """
 
 from broker.errors import ErrorCode
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TRANSACTIONAL_ID
 from broker.transaction import fenced_for_version
 from broker.transaction.metadata import MAX_EPOCH, NO_PRODUCER_EPOCH
 from protocol.records import NO_PRODUCER_ID
@@ -27,10 +28,16 @@ def handle(broker, request, header) -> dict:
     producer_id, epoch = request["producer_id"], request["producer_epoch"]
     if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH) or epoch < NO_PRODUCER_EPOCH:
         return _result(ErrorCode.INVALID_REQUEST)
+    authorizer = broker.authorizer
     if request["transactional_id"] is not None:
+        if not authorizer.authorize(header, "Write", TRANSACTIONAL_ID, request["transactional_id"]):
+            return _result(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         error, producer_id, epoch = broker.transactions.init_producer_id(
             request["transactional_id"], request["transaction_timeout_ms"], producer_id, epoch)
         return _result(fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE), producer_id, epoch)
+    if authorizer.enabled and not (authorizer.authorize(header, "IdempotentWrite", CLUSTER, CLUSTER_NAME)
+                                   or authorizer.may_write_some_topic(header)):
+        return _result(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     ids = broker.producer_ids
     if ids.issued(producer_id) and epoch < MAX_EPOCH and not broker.transactions.owns_producer_id(producer_id):
         return _result(ErrorCode.NONE, producer_id, epoch + 1)

@@ -9,6 +9,7 @@ A partition named more than once is INVALID_REQUEST, each time (Kafka's duplicat
 from collections import Counter
 
 from broker.errors import ErrorCode
+from broker.security.authorizer import TOPIC
 
 API = "ListOffsets"
 VERSIONS = (1, 9)
@@ -48,6 +49,10 @@ def handle(broker, request, header) -> dict:
         parts = []
         for p in want["partitions"]:
             index = p["partition_index"]
+            if broker.authorizer.enabled and not broker.authorizer.authorize(header, "Describe", TOPIC, name):
+                parts.append({"partition_index": index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                              "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                continue
             if named[name, index] > 1:  # as Kafka: every mention of a partition named twice, unlooked-up
                 parts.append({"partition_index": index, "error_code": ErrorCode.INVALID_REQUEST,
                               "timestamp": -1, "offset": -1, "leader_epoch": -1})

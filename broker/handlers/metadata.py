@@ -10,6 +10,7 @@ import uuid
 
 from broker.broker import INTERNAL_TOPICS, InvalidTopic
 from broker.errors import ErrorCode
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC
 
 from .create_topics import MAX_PARTITIONS_PER_REQUEST
 
@@ -17,16 +18,21 @@ API = "Metadata"
 VERSIONS = (0, 12)
 
 ZERO_UUID = uuid.UUID(int=0)
+NOT_REQUESTED = -2147483648  # authorized operations nobody asked for
 
 
-def _topic_entry(broker, topic) -> dict:
+def _topic_entry(broker, header, request, topic) -> dict:
+    if not broker.authorizer.authorize(header, "Describe", TOPIC, topic.name):
+        return _error_entry(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    include = header.api_version >= 8 and request["include_topic_authorized_operations"]
     return {
         "error_code": 0,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.name in INTERNAL_TOPICS,
         "partitions": broker.partition_metadata(topic),
-        "topic_authorized_operations": -2147483648,
+        "topic_authorized_operations":
+            broker.authorizer.authorized_operations(header, TOPIC, topic.name) if include else NOT_REQUESTED,
     }
 
 
@@ -34,20 +40,22 @@ def _error_entry(name, code, topic_id=None) -> dict:
     return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
 
 
-def _entry(broker, want: dict, invalid: set[str]) -> dict:
+def _entry(broker, header, request, want: dict, invalid: set[str]) -> dict:
     # v10+: a non-zero topic id asks by id, whatever the name says (as in Kafka):
     # the Java admin's describeTopics by id sends the name "", not null
     if want["topic_id"] != ZERO_UUID:
         topic = broker.logs.topic_by_id(want["topic_id"])
-        return _topic_entry(broker, topic) if topic else _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, want["topic_id"])
+        return _topic_entry(broker, header, request, topic) if topic else _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, want["topic_id"])
     name = want["name"]
     if name in invalid:
         return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     topic = broker.logs.topic(name)
+    if topic is None and not broker.authorizer.authorize(header, "Describe", TOPIC, name):
+        return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)  # whether it exists is not told either
     if topic is None:  # LEADER_NOT_AVAILABLE: a cluster is creating it (clients retry either)
         creating = broker.store.topic_creation_pending(name)
         return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE if creating else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    return _topic_entry(broker, topic)
+    return _topic_entry(broker, header, request, topic)
 
 
 def _unique(wanted: list[dict]) -> list[dict]:
@@ -58,34 +66,47 @@ def _unique(wanted: list[dict]) -> list[dict]:
     return list(seen.values())
 
 
-def _response(broker, header, topics: list[dict]) -> dict:
+def _response(broker, header, request, topics: list[dict]) -> dict:
     return {
         "throttle_time_ms": 0,
         "brokers": broker.brokers(header),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.store.cache.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations":
+            broker.authorizer.authorized_operations(header, CLUSTER, CLUSTER_NAME)
+            if 8 <= header.api_version <= 10 and request["include_cluster_authorized_operations"]
+            else NOT_REQUESTED,
     }
 
 
-async def _create_then_answer(broker, header, wanted: list[dict], names: list[str]) -> dict:
+async def _create_then_answer(broker, header, request, wanted: list[dict], names: list[str]) -> dict:
     invalid = set()
     for name in names:
         try:
             await broker.auto_create(name)
         except InvalidTopic:
             invalid.add(name)
-    return _response(broker, header, [_entry(broker, want, invalid) for want in wanted])
+    return _response(broker, header, request, [_entry(broker, header, request, want, invalid) for want in wanted])
 
 
 def handle(broker, request, header):
     wanted = request["topics"]
     if wanted is None or (header.api_version == 0 and not wanted):
-        return _response(broker, header, [_topic_entry(broker, t) for t in broker.logs.topics.values()])
+        # all topics: those the principal may describe
+        topics = [_topic_entry(broker, header, request, t) for t in broker.logs.topics.values()]
+        return _response(broker, header, request, [t for t in topics if t["error_code"] == ErrorCode.NONE])
     wanted = _unique(wanted)
     unknown = [w["name"] for w in wanted if w["topic_id"] == ZERO_UUID and broker.logs.topic(w["name"]) is None
-               and broker.may_auto_create(w["name"], request["allow_auto_topic_creation"])]
+               and broker.may_auto_create(w["name"], request["allow_auto_topic_creation"])
+               and _may_create(broker, header, w["name"])]
     if unknown:
-        return _create_then_answer(broker, header, wanted, unknown[: MAX_PARTITIONS_PER_REQUEST // broker.config["num.partitions"]])
-    return _response(broker, header, [_entry(broker, want, set()) for want in wanted])
+        return _create_then_answer(broker, header, request, wanted, unknown[: MAX_PARTITIONS_PER_REQUEST // broker.config["num.partitions"]])
+    return _response(broker, header, request, [_entry(broker, header, request, want, set()) for want in wanted])
+
+
+def _may_create(broker, header, name: str) -> bool:
+    """Auto-creation needs Create on the cluster or on the topic (and Describe, to be told about it)."""
+    authorizer = broker.authorizer
+    return (authorizer.authorize(header, "Create", CLUSTER, CLUSTER_NAME)
+            or authorizer.authorize(header, "Create", TOPIC, name))

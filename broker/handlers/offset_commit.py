@@ -4,7 +4,7 @@ from broker.broker import now_ms
 from broker.errors import ErrorCode
 from broker.group.metadata import CommittedOffset
 
-from .group_partitions import partition_errors, requested_partitions
+from .group_partitions import group_refusal, partition_errors, requested_partitions
 
 API = "OffsetCommit"
 VERSIONS = (2, 9)
@@ -13,7 +13,11 @@ VERSIONS = (2, 9)
 def handle(broker, request, header) -> dict:
     now = now_ms()
     retention = request["retention_time_ms"]  # v2-4; -1: the broker's offsets.retention.minutes
-    known, errors = requested_partitions(broker, request["topics"])
+    refusal = group_refusal(broker, header, request)
+    if refusal:
+        errors = {(t["name"], p["partition_index"]): refusal for t in request["topics"] for p in t["partitions"]}
+        return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}
+    known, errors = requested_partitions(broker, request["topics"], header)
     expire = now + retention if retention >= 0 else None
     offsets = {
         tp: CommittedOffset(p["committed_offset"], p["committed_leader_epoch"], p["committed_metadata"] or "", now, expire)

@@ -7,7 +7,7 @@ VERSIONS = (0, 0)
 
 
 def handle(broker, request, header) -> dict:
-    known, errors = requested_partitions(broker, request["topics"])
+    known, errors = requested_partitions(broker, request["topics"], header)
     error, results = broker.groups.delete_offsets(request["group_id"], [tp for tp, _ in known])
     if error:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}

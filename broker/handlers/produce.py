@@ -20,6 +20,7 @@ import logging
 
 from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
 from broker.errors import ErrorCode
+from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 from protocol.records import NO_PRODUCER_ID, BatchHeader, CorruptRecord, iter_records, parse_produce_records
 from storage.errors import (
     DuplicateSequence,
@@ -185,9 +186,16 @@ def handle(broker, request, header):
     # auto-creation here runs on the event loop at once: a few partitions a request (the rest
     # UNKNOWN_TOPIC_OR_PARTITION, which clients retry after a Metadata request creates them in steps)
     creatable = CREATE_STEP
+    authorizer = broker.authorizer
+    txn_denied = (authorizer.enabled and request["transactional_id"] is not None
+                  and not authorizer.authorize(header, "Write", TRANSACTIONAL_ID, request["transactional_id"]))
     for topic_data in request["topic_data"]:
         name = topic_data["name"]
         parts = topic_data["partition_data"]
+        if authorizer.enabled and (txn_denied or not authorizer.authorize(header, "Write", TOPIC, name)):
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            responses.append({"name": name, "partition_responses": [_partition_result(p["index"], code) for p in parts]})
+            continue
         try:
             # the coordinators own the internal topics; clients may not write them
             if name in INTERNAL_TOPICS:

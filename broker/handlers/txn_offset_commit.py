@@ -11,7 +11,7 @@ from broker.errors import ErrorCode
 from broker.group import OFFSETS_TOPIC
 from broker.group.metadata import CommittedOffset
 
-from .group_partitions import partition_errors, requested_partitions
+from .group_partitions import group_refusal, partition_errors, requested_partitions
 
 API = "TxnOffsetCommit"
 VERSIONS = (0, 5)
@@ -34,7 +34,11 @@ def _verify(broker, request, adds_partition: bool) -> ErrorCode:
 
 def handle(broker, request, header) -> dict:
     now = now_ms()
-    known, errors = requested_partitions(broker, request["topics"])
+    refusal = group_refusal(broker, header, request)
+    if refusal:
+        errors = {(t["name"], p["partition_index"]): refusal for t in request["topics"] for p in t["partitions"]}
+        return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}
+    known, errors = requested_partitions(broker, request["topics"], header)
     offsets = {
         tp: CommittedOffset(p["committed_offset"], p["committed_leader_epoch"], p["committed_metadata"] or "", now)
         for tp, p in known

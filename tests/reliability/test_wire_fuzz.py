@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import random
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -86,9 +87,9 @@ def schema_samples() -> list[bytes]:
 class Bystander(threading.Thread):
     """A well-behaved connection: ApiVersions and Metadata every 50 ms, timing each round trip."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, client: wire.WireClient | None = None) -> None:
         super().__init__(daemon=True)
-        self.client = wire.WireClient(port, timeout=30)
+        self.client = client or wire.WireClient(port, timeout=30)
         self.stopped = threading.Event()
         self.round_trips = 0
         self.worst = 0.0
@@ -106,6 +107,16 @@ class Bystander(threading.Thread):
             self.worst = max(self.worst, time.monotonic() - started)
             self.round_trips += 1
             self.stopped.wait(0.05)
+
+
+def assert_unharmed(b, bystander: Bystander, seed: int) -> None:
+    """After fuzzing: the broker lives, logged no unexpected handler exception, and served the bystander."""
+    assert b.alive(), f"the broker died while fuzzed (seed {seed}):\n{b.log_tail(40)}"
+    assert bystander.error is None, f"the bystander connection failed (seed {seed}): {bystander.error}"
+    assert bystander.round_trips > 0 and bystander.worst < WORST_BYSTANDER_LATENCY, (
+        f"bystander: {bystander.round_trips} round trips, worst {bystander.worst:.2f}s (seed {seed})")
+    failures = b.log_text().count("handler failed")
+    assert failures == 0, f"{failures} unexpected handler exceptions (seed {seed}):\n{b.log_tail(60)}"
 
 
 def send_one(port: int, sock: socket.socket | None, data: bytes, half_close: bool) -> tuple[str, socket.socket | None]:
@@ -166,12 +177,7 @@ def test_fuzzed_requests_never_stall_other_clients(start_broker):
     bystander.stopped.set()
     bystander.join(35)
 
-    assert b.alive(), f"the broker died while fuzzed (seed {seed}):\n{b.log_tail(40)}"
-    assert bystander.error is None, f"the bystander connection failed (seed {seed}): {bystander.error}"
-    assert bystander.round_trips > 0 and bystander.worst < WORST_BYSTANDER_LATENCY, (
-        f"bystander: {bystander.round_trips} round trips, worst {bystander.worst:.2f}s (seed {seed})")
-    failures = b.log_text().count("handler failed")
-    assert failures == 0, f"{failures} unexpected handler exceptions (seed {seed}):\n{b.log_tail(60)}"
+    assert_unharmed(b, bystander, seed)
     # real clients are served as before
     offset = produce_one(p, TOPIC, 0, b"after", b"fuzzing")
     assert read_from(b.bootstrap, TOPIC, 0, offset, offset + 1)[0][2] == b"fuzzing"
@@ -179,3 +185,86 @@ def test_fuzzed_requests_never_stall_other_clients(start_broker):
     record_result("wire_fuzz", seconds=SECONDS, seed=seed, corpus=len(corpus), inputs=sum(outcomes.values()),
                   outcomes=dict(outcomes), bystander_round_trips=bystander.round_trips,
                   bystander_worst_seconds=round(bystander.worst, 3), broker_peak_rss_mib=round(peak, 1))
+
+
+# ---- the TLS and SASL paths: handshake garbage, mutated and oversized SASL tokens ----------------------
+
+SASL_SECONDS = budget(10, 120, "MOLDAU_CHAOS_FUZZ_SECONDS")
+PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+
+
+def client_hello(context: ssl.SSLContext) -> bytes:
+    """The first flight of a TLS client: what a handshake fuzzer mutates."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+def sasl_tokens(rng: random.Random) -> bytes:
+    """A SASL token: a mutated PLAIN or SCRAM message, random bytes, or one over sasl.server.max.receive.size."""
+    kind = rng.randrange(4)
+    if kind == 0:
+        return mutate(b"\0alice\0alice-secret", random_edits(rng))
+    if kind == 1:
+        return mutate(b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL", random_edits(rng))
+    if kind == 2:
+        return rng.randbytes(rng.randrange(0, 300))
+    return b"\0" * rng.randrange(520_000, 700_000)
+
+
+def fuzz_tls_and_sasl(port: int, context: ssl.SSLContext, rng: random.Random, seconds: float) -> Counter:
+    hello = client_hello(context)
+    outcomes: Counter = Counter()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=ANSWER_TIMEOUT) as raw:
+                if rng.random() < 0.4:  # handshake garbage: a mutated ClientHello, or bytes that are no TLS at all
+                    raw.sendall(mutate(hello, random_edits(rng)) if rng.random() < 0.7 else rng.randbytes(200))
+                    outcomes["closed" if wire.wait_closed(raw, ANSWER_TIMEOUT)[0] else "silent"] += 1
+                    continue
+                with context.wrap_socket(raw, server_hostname="localhost") as tls:
+                    mechanism = rng.choice(["PLAIN", "SCRAM-SHA-512", "GSSAPI", "plain"])
+                    tls.sendall(frames.encode_request("SaslHandshake", 1, 1, "fuzz", {"mechanism": mechanism}))
+                    wire.recv_frame(tls)
+                    request = frames.encode_request("SaslAuthenticate", rng.randrange(3), 2, "fuzz",
+                                                    {"auth_bytes": sasl_tokens(rng)})
+                    if rng.random() < 0.3:
+                        request = mutate(request, random_edits(rng))
+                    tls.sendall(request)
+                    wire.recv_frame(tls)
+                    outcomes["answered"] += 1
+        except socket.timeout:
+            outcomes["silent"] += 1
+        except (ConnectionError, OSError, ssl.SSLError):
+            outcomes["closed"] += 1
+    return outcomes
+
+
+@pytest.mark.timeout(budget(120, 600))
+def test_fuzzed_tls_handshakes_and_sasl_tokens_never_stall_other_clients(start_broker, certs):
+    from helpers.security import librdkafka_round_trip, librdkafka_tls, python_tls_context, sent, tls_listener
+
+    b = start_broker({**tls_listener(certs, protocol="SASL_SSL"), "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+                      "sasl.jaas.config": PLAIN_JAAS, "connection.failed.authentication.delay.ms": 0})
+    context = python_tls_context(certs)
+    client = wire.WireClient(b.port, timeout=30, tls=context)
+    client.request("SaslHandshake", 1, {"mechanism": "PLAIN"})
+    assert client.request("SaslAuthenticate", 2, {"auth_bytes": b"\0alice\0alice-secret"})["error_code"] == 0
+    seed = random.randrange(1 << 30)
+    print(f"fuzzing TLS and SASL for {SASL_SECONDS}s with seed {seed}")
+    bystander = Bystander(b.port, client)
+    bystander.start()
+    outcomes = fuzz_tls_and_sasl(b.port, context, random.Random(seed), SASL_SECONDS)
+    bystander.stopped.set()
+    bystander.join(35)
+
+    assert_unharmed(b, bystander, seed)
+    assert outcomes["answered"] > 0 and outcomes["closed"] > 0, outcomes
+    alice = {**librdkafka_tls(certs, protocol="SASL_SSL"), "sasl.mechanism": "PLAIN", "sasl.username": "alice",
+             "sasl.password": "alice-secret"}
+    assert librdkafka_round_trip(b.bootstrap, "after-fuzz", 3, alice) == sent("after-fuzz", 3)
+    record_result("tls_sasl_fuzz", seconds=SASL_SECONDS, seed=seed, inputs=sum(outcomes.values()),
+                  outcomes=dict(outcomes), bystander_worst_seconds=round(bystander.worst, 3))
