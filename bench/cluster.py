@@ -13,7 +13,6 @@ Prints a table and writes results.json to --out (default bench/results/cluster-<
 
 from __future__ import annotations
 
-import argparse
 import json
 import signal
 import socket
@@ -26,6 +25,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.standalone import arguments
 from broker.cluster.local_etcd import LocalEtcd, free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -155,13 +155,8 @@ def failover(cluster, topic: str, how: str) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.cluster", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer messages (a smoke run)")
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args(argv)
-    count, samples = (2000, 50) if args.quick else (20000, 300)
-    out = args.out or REPO_ROOT / "bench" / "results" / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}"
-    out.mkdir(parents=True, exist_ok=True)
+    quick, out = arguments("cluster", __doc__.splitlines()[0], argv)
+    count, samples = (2000, 50) if quick else (20000, 300)
     with tempfile.TemporaryDirectory(prefix="moldau-bench-cluster-") as tmp:
         cluster = ClusterUnderTest(Path(tmp)).start()
         try:

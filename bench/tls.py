@@ -12,7 +12,6 @@ Prints a table and writes results.json to --out (default bench/results/tls-<time
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 import trustme
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from bench.standalone import arguments
 from broker.cluster.local_etcd import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -86,13 +86,8 @@ def consume(conf: dict, topic: str, count: int) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.tls", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="ten times fewer messages, one repeat (a smoke run)")
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args(argv)
-    count, repeats = (20_000, 1) if args.quick else (200_000, 3)
-    out = args.out or REPO_ROOT / "bench" / "results" / f"tls-{time.strftime('%Y%m%d-%H%M%S')}"
-    out.mkdir(parents=True, exist_ok=True)
+    quick, out = arguments("tls", __doc__.splitlines()[0], argv)
+    count, repeats = (20_000, 1) if quick else (200_000, 3)
     best: dict[tuple[str, str], float] = {}
     with tempfile.TemporaryDirectory(prefix="moldau-bench-tls-") as tmp:
         ca = trustme.CA()
