@@ -19,7 +19,7 @@ from conftest import free_port
 from helpers.groups import GROUP_BROKER
 from helpers.kafka import COMMON, admin, producer
 from helpers.reliability import WorkloadProcess, assert_verified, group_caught_up, wait_for
-from helpers.security import librdkafka_round_trip, sent
+from helpers.security import librdkafka_round_trip, librdkafka_tls, sent, tls_listener
 from helpers.wire import WireClient, wait_closed
 from protocol.frames import encode_request
 
@@ -230,3 +230,20 @@ def test_authorized_operations_are_what_the_principal_may_do(start_broker):
     assert topic == {"READ", "DESCRIBE", "ALTER_CONFIGS", "DESCRIBE_CONFIGS"}
     assert cluster == {"DESCRIBE"}
     assert group == {"DELETE", "DESCRIBE"}
+
+
+def test_a_client_certificates_subject_is_its_principal(start_broker, certs):
+    internal = free_port()
+    broker = start_broker({
+        **tls_listener(certs, client_auth="required"),
+        "listeners": f"SSL://127.0.0.1:{{port}},PLAINTEXT://127.0.0.1:{internal}",
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:ANONYMOUS",
+    })
+    create_topics(f"127.0.0.1:{internal}", "certified")
+    alice = librdkafka_tls(certs, client_cert=True)
+    assert produce_error(broker.bootstrap, "certified", alice) == "TOPIC_AUTHORIZATION_FAILED"
+    broker.wait_for_log(f"denied User:{certs.client_subject} from 127.0.0.1: (Describe|Write) on Topic 'certified'")
+    create_acls(f"127.0.0.1:{internal}", allow(f"User:{certs.client_subject}", ResourceType.TOPIC, "certified",
+                                               AclOperation.WRITE))
+    assert produce_error(broker.bootstrap, "certified", alice) is None
