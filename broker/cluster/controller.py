@@ -67,7 +67,8 @@ class Controller:
         self._wake.set()
 
     def partition_changed(self, topic: str, index: int, state: PartitionState) -> None:
-        if self.active and (state.leader == NO_LEADER or state.leader not in self.store.cache.brokers):
+        if self.active and (state.leader == NO_LEADER or state.leader not in self.store.cache.brokers
+                            or state.adding or state.removing):
             self._wake.set()
 
     async def rebalance_leaders(self) -> None:
@@ -124,7 +125,7 @@ class Controller:
         if state.leader in live:
             if len(live_isr) < len(state.isr):
                 return state.with_isr(live_isr)
-            return None
+            return state.reassignment_done()
         candidates = [r for r in state.replicas if r in live_isr]
         if candidates:
             return state.with_leader(candidates[0], live_isr)

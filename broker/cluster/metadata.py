@@ -56,16 +56,43 @@ class PartitionState:
     version: int = 0  # etcd mod revision of the key this was read from
     # the unclean election that made this leader, for its log line (Kafka logs it at the controller)
     unclean: bool = False
+    # a reassignment under way (KIP-455): replicas holds both sets until every adding one is in sync
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
 
     def encode(self) -> bytes:
         return json.dumps({"leader": self.leader, "leader_epoch": self.leader_epoch, "isr": list(self.isr),
-                           "replicas": list(self.replicas), "unclean": self.unclean}).encode()
+                           "replicas": list(self.replicas), "unclean": self.unclean,
+                           "adding": list(self.adding), "removing": list(self.removing)}).encode()
 
     @classmethod
     def decode(cls, raw: bytes, version: int) -> "PartitionState":
         d = json.loads(raw)
         return cls(int(d["leader"]), int(d["leader_epoch"]), tuple(d["isr"]), tuple(d["replicas"]), version,
-                   bool(d.get("unclean", False)))
+                   bool(d.get("unclean", False)), tuple(d.get("adding", ())), tuple(d.get("removing", ())))
+
+    def reassigned(self, target: list[int]) -> "PartitionState":
+        """Start moving to ``target``: the new replicas join (out of sync) until they catch up."""
+        replicas = tuple(target) + tuple(r for r in self.replicas if r not in target)
+        return replace(self, replicas=replicas, adding=tuple(r for r in target if r not in self.replicas),
+                       removing=tuple(r for r in self.replicas if r not in target))
+
+    def reassignment_done(self) -> "PartitionState | None":
+        """Once every adding replica is in sync: the target replicas alone (a new leader if the old one goes)."""
+        if not (self.adding or self.removing) or any(r not in self.isr for r in self.adding):
+            return None
+        target = tuple(r for r in self.replicas if r not in self.removing)
+        isr = tuple(r for r in self.isr if r in target)
+        done = replace(self, replicas=target, isr=isr, adding=(), removing=())
+        if self.leader in target:
+            return done
+        return done.with_leader(isr[0] if isr else NO_LEADER, isr)
+
+    def reassignment_cancelled(self) -> "PartitionState":
+        original = tuple(r for r in self.replicas if r not in self.adding)
+        isr = tuple(r for r in self.isr if r in original)
+        back = replace(self, replicas=original, isr=isr, adding=(), removing=())
+        return back if self.leader in original else back.with_leader(isr[0] if isr else NO_LEADER, isr)
 
     def with_isr(self, isr) -> "PartitionState":
         return replace(self, isr=tuple(isr), unclean=False)

@@ -169,6 +169,10 @@ class Partition:
             self.followers = {}
             self._complete_waiters(lost_leadership=True)
         elif state.leader == me:
+            # a reassignment adds followers (tracked from their first fetch) or takes them away
+            now = _monotonic_ms()
+            self.followers = {r: self.followers.get(r) or FollowerState(last_caught_up_ms=now)
+                              for r in state.replicas if r != me}
             self.maybe_advance_high_watermark()  # an ISR that shrank may let the high watermark move
 
 

@@ -19,6 +19,7 @@ from .metadata import (
     MetadataCache,
     PartitionState,
     assign_replicas,
+    InvalidReplicaAssignment,
     check_assignment,
 )
 
@@ -65,6 +66,31 @@ class MetadataStore:
             return "ELIGIBLE_LEADERS_NOT_AVAILABLE", "the partition changed meanwhile; try again"
         log.info("%s-%d: leader %d -> %d by ElectLeaders at epoch %d", topic, index, state.leader, new.leader,
                  new.leader_epoch)
+        return "", None
+
+    async def reassign(self, topic: str, index: int, target: list[int] | None) -> tuple[str, str | None]:
+        """AlterPartitionReassignments for one partition: ("", None) or (error name, message)."""
+        state = self.cache.partition_state(topic, index)
+        if state is None:
+            return "UNKNOWN_TOPIC_OR_PARTITION", None
+        if target is None:
+            if not (state.adding or state.removing):
+                return "NO_REASSIGNMENT_IN_PROGRESS", None
+            new = state.reassignment_cancelled()
+        else:
+            try:
+                check_assignment({0: target}, {b.node_id for b in self.cache.live_brokers()})
+            except InvalidReplicaAssignment as exc:
+                return "INVALID_REPLICA_ASSIGNMENT", str(exc)
+            if state.adding or state.removing:
+                return "REASSIGNMENT_IN_PROGRESS", "cancel the one under way first"
+            if list(target) == list(state.replicas):
+                return "", None
+            new = state.reassigned(target)
+        if not await self.alter_partition(topic, index, state, new):
+            return "REASSIGNMENT_IN_PROGRESS", "the partition changed meanwhile; try again"
+        log.info("%s-%d: reassignment of %s to %s %s", topic, index, list(state.replicas), target,
+                 "cancelled" if target is None else "started")
         return "", None
 
     # implemented by each store

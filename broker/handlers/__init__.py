@@ -28,7 +28,7 @@ from . import (
     offset_for_leader_epoch,
     produce,
 )
-from . import elect_leaders
+from . import alter_partition_reassignments, elect_leaders, list_partition_reassignments
 from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
 from . import create_acls, delete_acls, describe_acls
 from . import (
@@ -93,6 +93,8 @@ _MODULES = [
     # replication
     offset_for_leader_epoch,
     elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
     # consumer groups
     find_coordinator,
     join_group,

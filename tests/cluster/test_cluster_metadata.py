@@ -136,3 +136,41 @@ def test_delete_topics_on_every_broker_and_restarts_keep_ids_and_assignments(sta
     admin = cluster.admin()
     assert str(admin.describe_topics(TopicCollection(["kept"]))["kept"].result(10).topic_id) == kept_id
     assert "dropped" not in cluster.metadata().topics
+
+
+def test_reassignment_moves_a_partition_onto_a_new_broker(start_cluster):
+    cluster = start_cluster(4)
+    b = cluster.brokers[1]
+    with WireClient(b.port) as client:
+        created = client.request("CreateTopics", 5, {
+            "topics": [{"name": "moved", "num_partitions": -1, "replication_factor": -1,
+                        "assignments": [{"partition_index": 0, "broker_ids": [1, 2, 3]}], "configs": []}],
+            "timeout_ms": 30000, "validate_only": False})
+        assert created["topics"][0]["error_code"] == 0
+    cluster.wait_until(lambda: cluster.full_isr("moved", 1, 3), 30, "moved fully replicated")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(200):
+        producer.produce("moved", f"before-{i}".encode(), partition=0)
+    assert producer.flush(60) == 0
+    with WireClient(b.port) as client:
+        moved = client.request("AlterPartitionReassignments", 0, {"timeout_ms": 30000, "topics": [
+            {"name": "moved", "partitions": [{"partition_index": 0, "replicas": [4, 2, 3]}]}]})
+        assert moved["responses"][0]["partitions"][0]["error_code"] == 0, moved
+        nothing = client.request("AlterPartitionReassignments", 0, {"timeout_ms": 30000, "topics": [
+            {"name": "moved", "partitions": [{"partition_index": 0, "replicas": [1, 9]}]}]})
+        assert nothing["responses"][0]["partitions"][0]["error_code"] in (39, 60)  # unknown broker / under way
+    # broker 4 catches up, joins the ISR; broker 1 (the leader) leaves and leadership moves
+    cluster.wait_until(lambda: (p := cluster.partition("moved")) is not None and p.replicas == [4, 2, 3]
+                       and sorted(p.isrs) == [2, 3, 4], 60, "the reassignment done")
+    assert cluster.leader("moved") in (2, 3, 4)
+    with WireClient(cluster.brokers[2].port) as client:
+        listed = client.request("ListPartitionReassignments", 0, {"timeout_ms": 30000, "topics": None})
+        assert listed["topics"] == []
+    for i in range(100):
+        producer.produce("moved", f"after-{i}".encode(), partition=0)
+    assert producer.flush(60) == 0
+    got = consume_all(cluster.bootstrap, "moved", 300)
+    assert [m.value() for m in got] == [f"before-{i}".encode() for i in range(200)] + \
+        [f"after-{i}".encode() for i in range(100)]
+    cluster.wait_until(lambda: len({cluster.log_bytes(n, "moved") for n in (2, 3, 4)}) == 1, 30,
+                       "the new replica byte-identical")
