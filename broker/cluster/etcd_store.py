@@ -157,9 +157,9 @@ class EtcdMetadataStore(MetadataStore):
         if self.client is not None:
             try:
                 if self.lease is not None:
-                    await self.lease.revoke()
-                await self.client.close()
-            except Exception as exc:
+                    await asyncio.wait_for(self.lease.revoke(), 5)
+                await asyncio.wait_for(self.client.close(), 5)
+            except Exception as exc:  # etcd away: the session expires by itself
                 log.warning("closing the etcd session: %s", exc)
 
     # --- producer ids ----------------------------------------------------------------------------
