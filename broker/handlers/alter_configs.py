@@ -1,6 +1,7 @@
 """AlterConfigs: replace a topic's configs as a whole (those not given return to their defaults)."""
 
 from broker import topic_configs
+from broker.security.authorization import config_refusal
 
 API = "AlterConfigs"
 VERSIONS = (0, 2)
@@ -10,7 +11,9 @@ def handle(broker, request, header) -> dict:
     responses = []
     for resource in request["resources"]:
         wanted = {c["name"]: c["value"] for c in resource["configs"]}
-        code, message = topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
+        refusal = config_refusal(broker.authorizer, header, "AlterConfigs", resource["resource_type"],
+                                 resource["resource_name"])
+        code, message = (refusal, None) if refusal else topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
                                             lambda current, in_force: wanted, request["validate_only"])
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": resource["resource_type"], "resource_name": resource["resource_name"]})

@@ -5,6 +5,7 @@ import logging
 from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor
 from broker.errors import ErrorCode
+from broker.security.authorizer import TOPIC
 from storage.errors import TopicExists
 
 from .create_topics import MAX_PARTITIONS_PER_REQUEST
@@ -15,8 +16,10 @@ VERSIONS = (0, 3)
 log = logging.getLogger("moldau.create_partitions")
 
 
-async def _grow(broker, want: dict, validate_only: bool, mutations: ControllerMutations) -> dict:
+async def _grow(broker, header, want: dict, validate_only: bool, mutations: ControllerMutations) -> dict:
     name, count = want["name"], want["count"]
+    if not broker.authorizer.authorize(header, "Alter", TOPIC, name):
+        return {"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None}
     topic = broker.logs.topic(name)
     if topic is None:
         return {"name": name, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "error_message": None}
@@ -59,5 +62,5 @@ async def handle(broker, request, header) -> dict:
             {"name": t["name"], "error_code": ErrorCode.POLICY_VIOLATION,
              "error_message": "Unable to perform excessively large batch operation."} for t in topics]}
     mutations = ControllerMutations(broker.quotas, header, strict=header.api_version >= 3)
-    results = [await _grow(broker, t, request["validate_only"], mutations) for t in topics]
+    results = [await _grow(broker, header, t, request["validate_only"], mutations) for t in topics]
     return {"throttle_time_ms": mutations.throttle_ms, "results": results}

@@ -1,9 +1,15 @@
 """DeleteGroups: remove empty groups and their committed offsets."""
 
+from broker.errors import ErrorCode
+from broker.security.authorizer import GROUP
+
 API = "DeleteGroups"
 VERSIONS = (0, 2)
 
 
 def handle(broker, request, header) -> dict:
-    results = broker.groups.delete_groups(request["groups_names"])
+    names = request["groups_names"]
+    allowed = [g for g in names if broker.authorizer.authorize(header, "Delete", GROUP, g)]
+    results = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in names}
+    results.update(broker.groups.delete_groups(allowed) if allowed else {})
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": e} for g, e in results.items()]}

@@ -10,6 +10,7 @@ The resources asked for are a set: one named many times is described once.
 
 from broker.config import SETTINGS
 from broker.errors import ErrorCode
+from broker.security.authorization import config_refusal
 from broker.topic_configs import BOOLEAN, DOUBLE, INT, LONG, STRING, TOPIC_CONFIGS
 from storage.config import LOG_CONFIG_NAMES
 
@@ -104,7 +105,9 @@ def _distinct(resources: list[dict]) -> list[dict]:
 def handle(broker, request, header) -> dict:
     results = []
     for resource in _distinct(request["resources"]):
-        code, message, entries = _configs(broker, resource)
+        refusal = config_refusal(broker.authorizer, header, "DescribeConfigs", resource["resource_type"],
+                                 resource["resource_name"])
+        code, message, entries = (refusal, None, []) if refusal else _configs(broker, resource)
         keys = resource["configuration_keys"]
         if keys is not None:
             keys = set(keys)

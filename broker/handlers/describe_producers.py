@@ -1,12 +1,16 @@
 """DescribeProducers: the producer state each partition keeps (KIP-664)."""
 
 from broker.errors import ErrorCode
+from broker.security.authorizer import TOPIC
 
 API = "DescribeProducers"
 VERSIONS = (0, 0)
 
 
-def _partition(broker, topic: str, index: int) -> dict:
+def _partition(broker, header, topic: str, index: int) -> dict:
+    if not broker.authorizer.authorize(header, "Read", TOPIC, topic):
+        return {"partition_index": index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "error_message": None, "active_producers": []}
     log_ = broker.logs.log(topic, index)
     if log_ is None:
         return {"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -27,7 +31,7 @@ def _partition(broker, topic: str, index: int) -> dict:
 
 def handle(broker, request, header) -> dict:
     topics = [
-        {"name": t["name"], "partitions": [_partition(broker, t["name"], i) for i in t["partition_indexes"]]}
+        {"name": t["name"], "partitions": [_partition(broker, header, t["name"], i) for i in t["partition_indexes"]]}
         for t in request["topics"]
     ]
     return {"throttle_time_ms": 0, "topics": topics}

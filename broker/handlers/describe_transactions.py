@@ -1,6 +1,7 @@
 """DescribeTransactions: the coordinator's state of transactional ids (KIP-664)."""
 
 from broker.errors import ErrorCode
+from broker.security.authorizer import TRANSACTIONAL_ID
 
 API = "DescribeTransactions"
 VERSIONS = (0, 0)
@@ -29,4 +30,12 @@ def _describe(broker, transactional_id: str) -> dict:
 
 def handle(broker, request, header) -> dict:
     return {"throttle_time_ms": 0,
-            "transaction_states": [_describe(broker, t) for t in request["transactional_ids"]]}
+            "transaction_states": [_describe(broker, t) if broker.authorizer.authorize(header, "Describe",
+                                                                                       TRANSACTIONAL_ID, t)
+                                   else _refused(t) for t in request["transactional_ids"]]}
+
+
+def _refused(transactional_id: str) -> dict:
+    return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": transactional_id,
+            "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+            "producer_id": -1, "producer_epoch": -1, "topics": []}

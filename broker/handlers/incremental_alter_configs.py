@@ -1,6 +1,7 @@
 """IncrementalAlterConfigs: set, delete, append to or subtract from single topic configs."""
 
 from broker import topic_configs
+from broker.security.authorization import config_refusal
 from storage.config import LOG_CONFIG_NAMES
 
 API = "IncrementalAlterConfigs"
@@ -50,7 +51,9 @@ def _changes(ops: list[dict]):
 def handle(broker, request, header) -> dict:
     responses = []
     for resource in request["resources"]:
-        code, message = topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
+        refusal = config_refusal(broker.authorizer, header, "AlterConfigs", resource["resource_type"],
+                                 resource["resource_name"])
+        code, message = (refusal, None) if refusal else topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
                                             _changes(resource["configs"]), request["validate_only"])
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": resource["resource_type"], "resource_name": resource["resource_name"]})

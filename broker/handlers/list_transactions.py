@@ -1,6 +1,7 @@
 """ListTransactions: the transactional ids this coordinator knows, filtered (KIP-664; v1 adds KIP-994's duration)."""
 
 from broker.errors import ErrorCode
+from broker.security.authorizer import TRANSACTIONAL_ID
 from broker.transaction.metadata import TransactionState
 
 API = "ListTransactions"
@@ -21,6 +22,6 @@ def handle(broker, request, header) -> dict:
         "transaction_states": [
             {"transactional_id": txn.transactional_id, "producer_id": txn.producer_id,
              "transaction_state": txn.state.wire_name}
-            for txn in listed
+            for txn in listed if broker.authorizer.authorize(header, "Describe", TRANSACTIONAL_ID, txn.transactional_id)
         ],
     }

@@ -6,13 +6,17 @@ Consumers use it after a leader change to detect truncation.
 """
 
 from broker.errors import ErrorCode
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC
 
 API = "OffsetForLeaderEpoch"
 VERSIONS = (2, 4)
 
 
-def _end_offset(broker, topic: str, p: dict) -> dict:
+def _end_offset(broker, allowed: bool, topic: str, p: dict) -> dict:
     index = p["partition"]
+    if not allowed:
+        return {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "partition": index, "leader_epoch": -1,
+                "end_offset": -1}
     partition, code = broker.replicas.leader_partition(topic, index)
     if partition is not None:
         code = partition.check_epoch(p["current_leader_epoch"])
@@ -24,6 +28,13 @@ def _end_offset(broker, topic: str, p: dict) -> dict:
 
 
 def handle(broker, request, header) -> dict:
-    return {"throttle_time_ms": 0, "topics": [
-        {"topic": t["topic"], "partitions": [_end_offset(broker, t["topic"], p) for p in t["partitions"]]}
-        for t in request["topics"]]}
+    authorizer = broker.authorizer
+    # a consumer needs Describe on each topic; a follower (replica id set) ClusterAction on the cluster
+    follower = request.get("replica_id", -2) >= 0
+    cluster_action = follower and authorizer.authorize(header, "ClusterAction", CLUSTER, CLUSTER_NAME)
+    topics = []
+    for t in request["topics"]:
+        allowed = cluster_action if follower else authorizer.authorize(header, "Describe", TOPIC, t["topic"])
+        topics.append({"topic": t["topic"], "partitions": [_end_offset(broker, allowed, t["topic"], p)
+                                                           for p in t["partitions"]]})
+    return {"throttle_time_ms": 0, "topics": topics}

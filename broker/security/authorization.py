@@ -1,17 +1,15 @@
 """Which ACL each API needs (Kafka's authorization table), checked before the handler runs.
 
 APIs about one group, one transactional id or the cluster are checked here, and a refusal is their
-response with only the error code set. APIs about topics check each topic in their handler (Produce,
-Fetch, ListOffsets, Metadata, OffsetCommit, OffsetFetch, TxnOffsetCommit, AddPartitionsToTxn, CreateTopics,
-DeleteTopics, DescribeGroups, ListGroups, FindCoordinator, the ACL and SCRAM APIs). Any other API is
-left to super users: for everyone else it closes the connection with a log line, so an API whose
-checks are missing can never serve what an ACL would forbid.
+response with only the error code set. APIs about several resources check each in their handler
+(CHECKED_IN_HANDLER). Any other API is left to super users: for everyone else it closes the connection
+with a log line, so an API whose checks are missing can never serve what an ACL would forbid.
 """
 
 from __future__ import annotations
 
 from ..errors import ErrorCode
-from .authorizer import CLUSTER, CLUSTER_NAME, GROUP, TRANSACTIONAL_ID
+from .authorizer import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, TRANSACTIONAL_ID
 
 _GROUP_READ = ("Read", GROUP, "group_id", ErrorCode.GROUP_AUTHORIZATION_FAILED)
 _TXN_WRITE = ("Write", TRANSACTIONAL_ID, "transactional_id", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -37,9 +35,24 @@ CHECKED_IN_HANDLER = frozenset({
     "ApiVersions", "SaslHandshake", "SaslAuthenticate", "Metadata", "Produce", "Fetch", "ListOffsets",
     "OffsetCommit", "OffsetFetch", "TxnOffsetCommit", "AddPartitionsToTxn", "InitProducerId", "CreateTopics",
     "DeleteTopics", "DescribeGroups", "ListGroups", "FindCoordinator", "CreateAcls", "DescribeAcls", "DeleteAcls",
-    "AlterUserScramCredentials", "DescribeUserScramCredentials", "DescribeTopicPartitions",
+    "AlterUserScramCredentials", "DescribeUserScramCredentials", "DescribeTopicPartitions", "DescribeConfigs",
+    "AlterConfigs", "IncrementalAlterConfigs", "CreatePartitions", "DeleteGroups", "DescribeProducers",
+    "DescribeTransactions", "ListTransactions", "OffsetForLeaderEpoch",
 })
 CLOSE = object()
+
+# DescribeConfigs / AlterConfigs resource types: the ACL resource and the error of a refusal
+_CONFIG_RESOURCES = {2: (TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),  # TOPIC
+                     4: (CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),  # BROKER
+                     8: (CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),  # BROKER_LOGGER
+                     32: (GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED)}  # GROUP
+
+
+def config_refusal(authorizer, header, operation: str, resource_type: int, name: str) -> int | None:
+    """The error of a DescribeConfigs/AlterConfigs resource the principal may not touch, else None."""
+    acl_type, error = _CONFIG_RESOURCES.get(resource_type, (CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+    allowed = authorizer.authorize(header, operation, acl_type, CLUSTER_NAME if acl_type == CLUSTER else name)
+    return None if allowed else error
 
 
 def gate(authorizer, api: str, request: dict, header):

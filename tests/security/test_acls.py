@@ -120,11 +120,13 @@ def test_a_principal_without_acls_can_do_nothing_and_super_users_everything(star
                                              "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
                                              "operation": 1, "permission_type": 1})
         assert acls["error_code"] == 31  # CLUSTER_AUTHORIZATION_FAILED (librdkafka's describe_acls drops it)
-        c.sock.sendall(encode_request("DescribeConfigs", 4, 99, "t", {
+        configs = c.request("DescribeConfigs", 4, {
             "resources": [{"resource_type": 2, "resource_name": "secret", "configuration_keys": None}],
-            "include_synonyms": False, "include_documentation": False}))
+            "include_synonyms": False, "include_documentation": False})
+        assert configs["results"][0]["error_code"] == 29 and configs["results"][0]["configs"] == []
+        c.sock.sendall(encode_request("OffsetDelete", 0, 99, "t", {"group_id": "g", "topics": []}))
         assert wait_closed(c.sock)[0]
-    broker.wait_for_log("DescribeConfigs from User:nobody refused")
+    broker.wait_for_log("OffsetDelete from User:nobody refused: only super users may send it")
 
     # alice may use her prefix, and only it; the super user anything
     alice = {**login("alice"), "group.id": "alice-readers"}
