@@ -96,16 +96,16 @@ def test_scram_credentials_are_described_deleted_and_survive_a_restart(start_bro
         bad["dave"].result(30)
 
 
-def test_kafka_python_plain_and_aiokafka_scram(start_broker, certs):
+@pytest.mark.parametrize("client", [kafka_python_round_trip, aiokafka_round_trip])
+def test_kafka_python_and_aiokafka_with_plain_and_scram(start_broker, certs, client):
     broker = sasl_ssl_broker(start_broker, certs)
     add_scram_user(broker.bootstrap, certs, "bob", BOB_PASSWORD, ScramMechanism.SCRAM_SHA_512)
     tls = dict(security_protocol="SASL_SSL", ssl_context=python_tls_context(certs))
-    got = kafka_python_round_trip(broker.bootstrap, "sasl-kafka-python", 10, **tls, sasl_mechanism="PLAIN",
-                                  sasl_plain_username="alice", sasl_plain_password="alice-secret")
-    assert got == sent("sasl-kafka-python", 10)
-    got = aiokafka_round_trip(broker.bootstrap, "sasl-aiokafka", 10, **tls, sasl_mechanism="SCRAM-SHA-512",
-                              sasl_plain_username="bob", sasl_plain_password=BOB_PASSWORD)
-    assert got == sent("sasl-aiokafka", 10)
+    for mechanism, user, password in (("PLAIN", "alice", "alice-secret"), ("SCRAM-SHA-512", "bob", BOB_PASSWORD)):
+        topic = f"{client.__name__}-{mechanism}"
+        got = client(broker.bootstrap, topic, 10, **tls, sasl_mechanism=mechanism, sasl_plain_username=user,
+                     sasl_plain_password=password)
+        assert got == sent(topic, 10)
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])

@@ -54,10 +54,11 @@ def test_confluent_kafka_over_ssl(start_broker, certs):
     assert [(b.host, b.port) for b in md.brokers.values()] == [("127.0.0.1", broker.port)]
 
 
-def test_kafka_python_over_ssl(start_broker, certs):
-    broker = start_broker(tls_listener(certs))
+@pytest.mark.parametrize("client_auth", ["none", "required"])
+def test_kafka_python_over_ssl(start_broker, certs, client_auth):
+    broker = start_broker(tls_listener(certs, client_auth=client_auth))
     got = kafka_python_round_trip(broker.bootstrap, "tls-kafka-python", 20, security_protocol="SSL",
-                                  ssl_context=python_tls_context(certs))
+                                  ssl_context=python_tls_context(certs, client_cert=client_auth == "required"))
     assert got == sent("tls-kafka-python", 20)
 
 
