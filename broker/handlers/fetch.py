@@ -122,7 +122,8 @@ def handle(broker, request, header):
 async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, max_bytes: int, max_wait_ms: int,
                           answered: dict, request, header):
     await broker.fetch_purgatory.park(delayed, max_wait_ms / 1000)
-    found, _ = read_from_logs(broker.logs, context.to_read(broker.logs, delayed.isolation), delayed.isolation, max_bytes, answered)
+    isolation = delayed.isolation
+    found, _ = read_from_logs(broker.logs, context.to_read(broker.logs, isolation), isolation, max_bytes, answered)
     if broker.authorizer.enabled:
         _deny_unreadable(broker, request, header, found)
     return _response(context, found)
