@@ -3,8 +3,8 @@
 An etcd and three brokers (helpers.cluster), a topic with RF=3,
 min.insync.replicas=2 and unclean.leader.election.enable=false, and two
 idempotent `verify.workloads` producers (acks=all) running throughout. Each
-cycle injects one fault of the kinds in MOLDAU_CHAOS_FAULTS (default ``kill``),
-seeded, in turns:
+cycle injects one fault of the kinds in MOLDAU_CHAOS_FAULTS (default
+``kill,pause``), seeded, in turns:
 
 - ``kill``: kill -9 of a broker chosen by role (a partition leader, a
   follower, or the controller) and its restart;
@@ -25,12 +25,12 @@ MOLDAU_CHAOS_CYCLES sets the cycles of each kind (3 in `make test`, 20 in
 `make chaos`); MOLDAU_CHAOS_SEED replays a run's choices (the fault roles and
 timings; which node holds a role is the cluster's own choice).
 
-``pause`` is not in the default kinds: it finds a lost acknowledgement today.
-A leader paused past its session and deposed acknowledged an acks=all write
-that no other replica ever had, then truncated it when it rejoined as a
-follower (another record is at that offset on all three replicas); the
-producer dies with OUT_OF_ORDER_SEQUENCE_NUMBER at the next leader change.
-`MOLDAU_CHAOS_FAULTS=kill,pause` reproduces it in about one run in three.
+On main at 766d0d7 ``pause`` found a lost acknowledgement in about one run
+in four (a record acknowledged with acks=all at an offset where all three
+replicas later held another record; the producer then died with
+OUT_OF_ORDER_SEQUENCE_NUMBER); none in twelve runs after 1d6b734 changed
+follower truncation. The cause was not pinned down: a failure here is worth
+keeping (--basetemp) and reading.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from helpers.reliability import (WorkloadProcess, assert_verified, budget, journ
                                  seeded_random, wait_for)
 
 CYCLES = budget(3, 20, "MOLDAU_CHAOS_CYCLES")  # of each fault kind
-FAULTS = os.environ.get("MOLDAU_CHAOS_FAULTS", "kill").split(",")
+FAULTS = os.environ.get("MOLDAU_CHAOS_FAULTS", "kill,pause").split(",")
 SESSION_TIMEOUT_MS = 3000
 TOPIC, PROBE_TOPIC, PARTITIONS = "chaos", "chaos-probe", 3
 TOPIC_CONFIG = {"min_insync_replicas": 2, "unclean_leader_election_enable": "false"}
