@@ -168,6 +168,11 @@ class ReplicaFetcher:
                 data = buf[first:end]
                 log_.append_as_follower(data, [(pos - first, hdr) for pos, hdr in batches], now)
         log_.set_high_watermark(min(p["high_watermark"], log_.log_end_offset))
+        # DeleteRecords and retention on the leader move the start on every replica (Kafka's
+        # maybeIncrementLogStartOffset), never past what this replica knows to be committed
+        if p["log_start_offset"] > log_.log_start_offset:
+            self.broker.logs.advance_log_start(partition.topic, partition.index,
+                                               min(p["log_start_offset"], log_.high_watermark))
         self.broker.notify_append(partition.topic, partition.index)
 
     def _truncate(self, partition, leader_epoch: int, leader_end: int) -> bool:

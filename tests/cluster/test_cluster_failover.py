@@ -290,3 +290,25 @@ def test_producer_ids_are_unique_across_brokers(start_cluster):
             assert [e for e, _, _ in results] == [None] * 10, results
             sent += values
     assert sorted(v for _, v in read_partition(cluster.bootstrap, "ids")) == sorted(sent)
+
+
+def test_deleted_records_stay_deleted_on_the_next_leader(start_cluster):
+    cluster = start_cluster(3, min_insync_replicas=2)
+    cluster.create_topic("trimmed", partitions=1, replication_factor=3)
+    p = producer(cluster, acks="all")
+    assert all(e is None for e, _, _ in produce(p, "trimmed", [b"%d" % i for i in range(10)]))
+    admin = cluster.admin()  # kept alive until the result is in
+    (future,) = admin.delete_records([TopicPartition("trimmed", 0, 6)]).values()
+    assert future.result(30).low_watermark == 6
+    # acknowledged with acks=all: both followers fetched past the delete, so they heard the new start
+    assert all(e is None for e, _, _ in produce(p, "trimmed", [b"10"]))
+    leader = cluster.leader("trimmed")
+    assert cluster.brokers[leader].stop() == 0  # controlled shutdown: a follower takes over at once
+    successor = cluster.wait_for_leader("trimmed", not_in=(leader,))
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "trimmed-check"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition("trimmed", 0), timeout=10)
+    finally:
+        consumer.close()
+    assert (low, high) == (6, 11), f"broker {successor} answered {low}..{high}"
+    assert [v for _, v in read_partition(cluster.bootstrap, "trimmed")] == [b"6", b"7", b"8", b"9", b"10"]
