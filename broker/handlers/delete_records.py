@@ -9,6 +9,7 @@ import logging
 
 from broker.broker import INTERNAL_TOPICS, now_ms
 from broker.errors import ErrorCode
+from broker.security.authorizer import TOPIC
 from storage.errors import OffsetOutOfRange
 
 API = "DeleteRecords"
@@ -42,9 +43,13 @@ def handle(broker, request, header) -> dict:
     topics = []
     for want in request["topics"]:
         name = want["name"]
+        deletable = broker.authorizer.authorize(header, "Delete", TOPIC, name)
         parts = []
         for p in want["partitions"]:
-            low, code = _delete(broker, name, p["partition_index"], p["offset"])
+            if deletable:
+                low, code = _delete(broker, name, p["partition_index"], p["offset"])
+            else:
+                low, code = -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED
             parts.append({"partition_index": p["partition_index"], "low_watermark": low, "error_code": code})
         topics.append({"name": name, "partitions": parts})
     try:

@@ -4,6 +4,7 @@ import logging
 import shutil
 
 from broker.errors import ErrorCode
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 
 API = "DescribeLogDirs"
 VERSIONS = (1, 4)
@@ -12,6 +13,8 @@ log = logging.getLogger("moldau.describe_log_dirs")
 
 
 def handle(broker, request, header) -> dict:
+    if not broker.authorizer.authorize(header, "Describe", CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted = request["topics"]  # None: every partition
     by_topic: dict[str, list[dict]] = {}
     for (name, partition), log_ in sorted(broker.logs.logs.items()):

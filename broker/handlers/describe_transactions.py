@@ -1,13 +1,13 @@
 """DescribeTransactions: the coordinator's state of transactional ids (KIP-664)."""
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import TRANSACTIONAL_ID
+from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 
 API = "DescribeTransactions"
 VERSIONS = (0, 0)
 
 
-def _describe(broker, transactional_id: str) -> dict:
+def _describe(broker, header, transactional_id: str) -> dict:
     txn = broker.transactions.describe(transactional_id)
     if txn is None:
         return {"error_code": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": transactional_id,
@@ -15,7 +15,9 @@ def _describe(broker, transactional_id: str) -> dict:
                 "producer_id": -1, "producer_epoch": -1, "topics": []}
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(txn.partitions):
-        by_topic.setdefault(topic, []).append(partition)
+        # as Kafka: only the topics the principal may describe
+        if broker.authorizer.authorize(header, "Describe", TOPIC, topic, log_denied=False):
+            by_topic.setdefault(topic, []).append(partition)
     return {
         "error_code": ErrorCode.NONE,
         "transactional_id": transactional_id,
@@ -29,9 +31,9 @@ def _describe(broker, transactional_id: str) -> dict:
 
 
 def handle(broker, request, header) -> dict:
+    authorize = broker.authorizer.authorize
     return {"throttle_time_ms": 0,
-            "transaction_states": [_describe(broker, t) if broker.authorizer.authorize(header, "Describe",
-                                                                                       TRANSACTIONAL_ID, t)
+            "transaction_states": [_describe(broker, header, t) if authorize(header, "Describe", TRANSACTIONAL_ID, t)
                                    else _refused(t) for t in request["transactional_ids"]]}
 
 

@@ -2,6 +2,7 @@
 an out-of-sync replica where no in-sync one is alive (unclean); topic_partitions null means all."""
 
 from broker.errors import ErrorCode
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 
 API = "ElectLeaders"
 VERSIONS = (0, 2)
@@ -12,6 +13,8 @@ async def handle(broker, request, header) -> dict:
     if election_type not in (0, 1):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "replica_election_results": []}
     wanted = request["topic_partitions"]
+    if not broker.authorizer.authorize(header, "Alter", CLUSTER, CLUSTER_NAME):
+        return _refused(wanted or [], ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if wanted is None:
         wanted = [{"topic": t.name, "partitions": list(range(t.num_partitions))} for t in broker.logs.topics.values()]
     results = []
@@ -23,3 +26,11 @@ async def handle(broker, request, header) -> dict:
                                "error_message": message})
         results.append({"topic": want["topic"], "partition_result": partitions})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": results}
+
+
+def _refused(wanted: list[dict], error: ErrorCode) -> dict:
+    """The error for the request and each partition it names, as Kafka answers a refused election."""
+    return {"throttle_time_ms": 0, "error_code": error, "replica_election_results": [
+        {"topic": want["topic"], "partition_result": [{"partition_id": index, "error_code": error, "error_message": None}
+                                                      for index in want["partitions"]]}
+        for want in wanted]}

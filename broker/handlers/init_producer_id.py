@@ -35,7 +35,7 @@ def handle(broker, request, header) -> dict:
         error, producer_id, epoch = broker.transactions.init_producer_id(
             request["transactional_id"], request["transaction_timeout_ms"], producer_id, epoch)
         return _result(fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE), producer_id, epoch)
-    if authorizer.enabled and not (authorizer.authorize(header, "IdempotentWrite", CLUSTER, CLUSTER_NAME)
+    if authorizer.enabled and not (authorizer.authorize(header, "IdempotentWrite", CLUSTER, CLUSTER_NAME, log_denied=False)
                                    or authorizer.may_write_some_topic(header)):
         return _result(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     ids = broker.producer_ids

@@ -1,6 +1,7 @@
 """ListPartitionReassignments (KIP-455): the reassignments under way, with their adding and removing replicas."""
 
 from broker.errors import ErrorCode
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 
 API = "ListPartitionReassignments"
 VERSIONS = (0, 0)
@@ -8,6 +9,12 @@ VERSIONS = (0, 0)
 
 def handle(broker, request, header) -> dict:
     wanted = request["topics"]
+    if not broker.authorizer.authorize(header, "Describe", CLUSTER, CLUSTER_NAME):
+        # as Kafka: the partitions asked about, with nothing of their replicas
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
+                "topics": [{"name": want["name"], "partitions": [
+                    {"partition_index": index, "replicas": [], "adding_replicas": [], "removing_replicas": []}
+                    for index in want["partition_indexes"]]} for want in wanted or []]}
     if wanted is None:
         wanted = [{"name": t.name, "partition_indexes": list(range(t.num_partitions))}
                   for t in broker.logs.topics.values()]

@@ -1,5 +1,8 @@
 """OffsetDelete: drop a group's committed offsets for partitions it no longer consumes."""
 
+from broker.errors import ErrorCode
+from broker.security.authorizer import GROUP
+
 from .group_partitions import partition_errors, requested_partitions
 
 API = "OffsetDelete"
@@ -7,6 +10,8 @@ VERSIONS = (0, 0)
 
 
 def handle(broker, request, header) -> dict:
+    if not broker.authorizer.authorize(header, "Delete", GROUP, request["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     known, errors = requested_partitions(broker, request["topics"], header)
     error, results = broker.groups.delete_offsets(request["group_id"], [tp for tp, _ in known])
     if error:

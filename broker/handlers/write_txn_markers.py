@@ -13,6 +13,7 @@ import logging
 from broker.broker import now_ms
 from broker.errors import ErrorCode
 from broker.group import OFFSETS_TOPIC
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 from broker.transaction.coordinator import COORDINATOR_EPOCH
 from storage.errors import InvalidProducerEpoch, TransactionCoordinatorFenced
 
@@ -55,6 +56,10 @@ def _write(broker, topic: str, partition: int, marker: dict, now: int) -> ErrorC
 
 
 def handle(broker, request, header) -> dict:
+    # Kafka: Alter on the cluster (an admin aborting a hanging transaction), else ClusterAction (a coordinator)
+    authorizer = broker.authorizer
+    allowed = (authorizer.authorize(header, "Alter", CLUSTER, CLUSTER_NAME, log_denied=False)
+               or authorizer.authorize(header, "ClusterAction", CLUSTER, CLUSTER_NAME))
     now = now_ms()
     results = []
     for marker in request["markers"]:
@@ -62,7 +67,8 @@ def handle(broker, request, header) -> dict:
             {
                 "name": t["name"],
                 "partitions": [
-                    {"partition_index": p, "error_code": _write(broker, t["name"], p, marker, now)}
+                    {"partition_index": p, "error_code": _write(broker, t["name"], p, marker, now) if allowed
+                     else ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
                     for p in t["partition_indexes"]
                 ],
             }

@@ -37,7 +37,8 @@ CHECKED_IN_HANDLER = frozenset({
     "DeleteTopics", "DescribeGroups", "ListGroups", "FindCoordinator", "CreateAcls", "DescribeAcls", "DeleteAcls",
     "AlterUserScramCredentials", "DescribeUserScramCredentials", "DescribeTopicPartitions", "DescribeConfigs",
     "AlterConfigs", "IncrementalAlterConfigs", "CreatePartitions", "DeleteGroups", "DescribeProducers",
-    "DescribeTransactions", "ListTransactions", "OffsetForLeaderEpoch",
+    "DescribeTransactions", "ListTransactions", "OffsetForLeaderEpoch", "DeleteRecords", "OffsetDelete",
+    "DescribeLogDirs", "ElectLeaders", "AlterPartitionReassignments", "ListPartitionReassignments", "WriteTxnMarkers",
 })
 CLOSE = object()
 

@@ -102,7 +102,7 @@ class AllowAll:
 
     enabled = False
 
-    def authorize(self, header, operation: str, resource_type: int, name: str) -> bool:
+    def authorize(self, header, operation: str, resource_type: int, name: str, log_denied: bool = True) -> bool:
         return True
 
     def authorize_cluster(self, header, operation: str) -> bool:
@@ -124,12 +124,12 @@ class StandardAuthorizer(AllowAll):
         self.allow_if_no_acl = allow_if_no_acl
         self.acls: set[AclBinding] = store.load()
 
-    def authorize(self, header, operation: str, resource_type: int, name: str) -> bool:
+    def authorize(self, header, operation: str, resource_type: int, name: str, log_denied: bool = True) -> bool:
         who = principal_of(header)
         if who is None:
             return True
         allowed = self.allowed(who[0], who[1], OPERATIONS[operation], resource_type, name)
-        if not allowed:
+        if not allowed and log_denied:
             log.info("denied %s from %s: %s on %s %r", who[0], who[1], operation,
                      _name(RESOURCE_TYPES, resource_type), name)
         return allowed
@@ -141,13 +141,30 @@ class StandardAuthorizer(AllowAll):
         return header.session is None or header.session.principal in self.super_users
 
     def may_write_some_topic(self, header) -> bool:
-        """Kafka's authorizeByResourceType(TOPIC, WRITE): an idempotent producer needs Write on some topic."""
+        """Kafka's authorizeByResourceType(TOPIC, WRITE), what an idempotent producer needs (KIP-679): some
+        topic name the principal may write, i.e. an ALLOW pattern that no DENY pattern covers."""
         who = principal_of(header)
-        if who is None or who[0] in self.super_users:
+        if who is None:
             return True
-        return any(a.resource_type == TOPIC and a.permission == ALLOW and a.operation in (OPERATIONS["Write"], ALL)
-                   and a.principal in (who[0], WILDCARD_PRINCIPAL) and a.host in (who[1], WILDCARD)
-                   for a in self.acls)
+        principal, host = who
+        write = OPERATIONS["Write"]
+        # a name no ACL names (none can hold a NUL): super users, and allow.everyone.if.no.acl.found
+        if self.allowed(principal, host, write, TOPIC, "\0"):
+            return True
+        mine = [a for a in self.acls if a.resource_type == TOPIC and a.operation in (write, ALL)
+                and a.principal in (principal, WILDCARD_PRINCIPAL) and a.host in (host, WILDCARD)]
+        denied = {(a.pattern_type, a.resource_name) for a in mine if a.permission == DENY}
+        if (LITERAL, WILDCARD) in denied:
+            return False
+        denied_prefixes = [name for kind, name in denied if kind == PREFIXED]
+        for a in mine:
+            if a.permission != ALLOW or (a.pattern_type == LITERAL and (LITERAL, a.resource_name) in denied):
+                continue
+            if a.resource_name == WILDCARD and a.pattern_type == LITERAL:
+                return True
+            if not any(a.resource_name.startswith(prefix) for prefix in denied_prefixes):
+                return True
+        return False
 
     def authorized_operations(self, header, resource_type: int, name: str) -> int:
         who = principal_of(header)

@@ -10,9 +10,18 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicCollection
+from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ConfigResource, NewTopic, ResourcePatternType,
     ResourceType,
+)
+
+from kafka import TopicPartition
+from kafka.admin import AbortTransactionSpec, KafkaAdminClient
+from kafka.protocol.admin.topics import ElectionType
+from kafka.errors import (
+    ClusterAuthorizationFailedError, GroupAuthorizationFailedError, NoError, TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
 )
 
 from conftest import free_port
@@ -20,8 +29,7 @@ from helpers.groups import GROUP_BROKER
 from helpers.kafka import COMMON, admin, producer
 from helpers.reliability import WorkloadProcess, assert_verified, group_caught_up, wait_for
 from helpers.security import librdkafka_round_trip, librdkafka_tls, sent, tls_listener
-from helpers.wire import WireClient, wait_closed
-from protocol.frames import encode_request
+from helpers.wire import WireClient
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -108,7 +116,7 @@ def test_a_principal_without_acls_can_do_nothing_and_super_users_everything(star
     with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED|authoriz"):
         client.create_topics([NewTopic("mine", 1)])["mine"].result(30)
     assert consume_error(broker.bootstrap, "secret", "nobodys", nobody) == "GROUP_AUTHORIZATION_FAILED"
-    with WireClient(broker.port) as c:  # an API checked for super users only closes the connection
+    with WireClient(broker.port) as c:
         c.request("SaslHandshake", 1, {"mechanism": "PLAIN"})
         c.request("SaslAuthenticate", 2, {"auth_bytes": b"\0nobody\0nobody-secret"})
         lists = c.request("ListGroups", 4, {"states_filter": []})
@@ -124,9 +132,8 @@ def test_a_principal_without_acls_can_do_nothing_and_super_users_everything(star
             "resources": [{"resource_type": 2, "resource_name": "secret", "configuration_keys": None}],
             "include_synonyms": False, "include_documentation": False})
         assert configs["results"][0]["error_code"] == 29 and configs["results"][0]["configs"] == []
-        c.sock.sendall(encode_request("OffsetDelete", 0, 99, "t", {"group_id": "g", "topics": []}))
-        assert wait_closed(c.sock)[0]
-    broker.wait_for_log("OffsetDelete from User:nobody refused: only super users may send it")
+        deleted = c.request("OffsetDelete", 0, {"group_id": "g", "topics": []})
+        assert deleted["error_code"] == 30  # GROUP_AUTHORIZATION_FAILED
 
     # alice may use her prefix, and only it; the super user anything
     alice = {**login("alice"), "group.id": "alice-readers"}
@@ -249,3 +256,122 @@ def test_a_client_certificates_subject_is_its_principal(start_broker, certs):
     create_acls(f"127.0.0.1:{internal}", allow(f"User:{certs.client_subject}", ResourceType.TOPIC, "certified",
                                                AclOperation.WRITE))
     assert produce_error(broker.bootstrap, "certified", alice) is None
+
+
+def kafka_python_admin(bootstrap: str, user: str) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                            sasl_plain_username=user, sasl_plain_password=USERS[user], request_timeout_ms=15000)
+
+
+def test_admin_apis_answer_authorization_errors_and_go_ahead_once_allowed(start_broker):
+    """DeleteRecords, OffsetDelete, DescribeLogDirs, ElectLeaders, the reassignment APIs and WriteTxnMarkers
+    answer Kafka's *_AUTHORIZATION_FAILED codes to a principal without the ACL (they used to close the
+    connection for anyone but super users), and do their work once the ACL is there."""
+    broker = acl_broker(start_broker)
+    create_topics(broker.internal, "ledger")
+    p, _ = producer(broker.internal)
+    for i in range(5):
+        p.produce("ledger", b"x%d" % i)
+    p.flush(30)
+    c = Consumer({**COMMON, "bootstrap.servers": broker.internal, "group.id": "auditors", "enable.auto.commit": False})
+    c.commit(offsets=[ConfluentPartition("ledger", 0, 3)], asynchronous=False)
+    c.close()
+    create_acls(broker.internal, [
+        *allow("User:alice", ResourceType.TOPIC, "ledger", AclOperation.READ),
+        *allow("User:alice", ResourceType.GROUP, "auditors", AclOperation.READ),
+    ])
+    tp = TopicPartition("ledger", 0)
+    alice = kafka_python_admin(broker.bootstrap, "alice")
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            alice.delete_records({tp: 2})
+        with pytest.raises(GroupAuthorizationFailedError):
+            alice.delete_group_offsets("auditors", [tp])
+        with pytest.raises(ClusterAuthorizationFailedError):
+            alice.elect_leaders(ElectionType.PREFERRED, {"ledger": [0]})
+        with pytest.raises(ClusterAuthorizationFailedError):
+            alice.alter_partition_reassignments({tp: [1]})
+        with pytest.raises(ClusterAuthorizationFailedError):
+            alice.list_partition_reassignments()
+        with pytest.raises(ClusterAuthorizationFailedError):
+            alice.abort_transaction(AbortTransactionSpec(tp, producer_id=12345, producer_epoch=0))
+        assert [d["log_dirs"] for d in alice.describe_log_dirs()] == [[]]
+        with WireClient(broker.port) as wire:  # the error code kafka-python's describe_log_dirs leaves out
+            wire.request("SaslHandshake", 1, {"mechanism": "PLAIN"})
+            wire.request("SaslAuthenticate", 2, {"auth_bytes": b"\0alice\0alice-secret"})
+            assert wire.request("DescribeLogDirs", 4, {"topics": None})["error_code"] == 31
+        broker.wait_for_log("denied User:alice from 127.0.0.1: Delete on Topic 'ledger'")
+
+        create_acls(broker.internal, [
+            *allow("User:alice", ResourceType.TOPIC, "ledger", AclOperation.DELETE),
+            *allow("User:alice", ResourceType.GROUP, "auditors", AclOperation.DELETE),
+            *allow("User:alice", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER, AclOperation.DESCRIBE),
+        ])
+        assert alice.delete_records({tp: 2})[tp]["low_watermark"] == 2
+        assert alice.delete_group_offsets("auditors", [tp]) == {tp: NoError}
+        assert alice.list_partition_reassignments() == {}
+        alice.elect_leaders(ElectionType.PREFERRED, {"ledger": [0]})  # ELECTION_NOT_NEEDED is not raised
+        dirs = alice.describe_log_dirs()
+        assert [p["partition_index"] for t in dirs[0]["log_dirs"][0]["topics"] if t["name"] == "ledger"
+                for p in t["partitions"]] == [0]
+    finally:
+        alice.close()
+
+
+def test_an_idempotent_producer_needs_a_topic_write_no_deny_covers(start_broker):
+    """KIP-679: IdempotentWrite on the cluster or Write on some topic; a DENY covering that topic takes it back."""
+    broker = acl_broker(start_broker)
+    create_topics(broker.internal, "orders")
+    create_acls(broker.internal, allow("User:alice", ResourceType.TOPIC, "orders", AclOperation.WRITE))
+    idempotent = {**login("alice"), "enable.idempotence": True}
+    assert produce_error(broker.bootstrap, "orders", idempotent) is None
+
+    create_acls(broker.internal, [AclBinding(ResourceType.TOPIC, "ord", ResourcePatternType.PREFIXED, "User:alice",
+                                             "*", AclOperation.WRITE, AclPermissionType.DENY)])
+    with WireClient(broker.port) as c:
+        c.request("SaslHandshake", 1, {"mechanism": "PLAIN"})
+        c.request("SaslAuthenticate", 2, {"auth_bytes": b"\0alice\0alice-secret"})
+        init = c.request("InitProducerId", 4, {"transactional_id": None, "transaction_timeout_ms": 10000,
+                                                "producer_id": -1, "producer_epoch": -1})
+        assert init["error_code"] == 31  # CLUSTER_AUTHORIZATION_FAILED (librdkafka: a fatal error)
+
+    create_acls(broker.internal, allow("User:alice", ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE))
+    create_acls(broker.internal, allow("User:alice", ResourceType.TOPIC, "other", AclOperation.WRITE))
+    with WireClient(broker.port) as c:
+        c.request("SaslHandshake", 1, {"mechanism": "PLAIN"})
+        c.request("SaslAuthenticate", 2, {"auth_bytes": b"\0alice\0alice-secret"})
+        init = c.request("InitProducerId", 4, {"transactional_id": None, "transaction_timeout_ms": 10000,
+                                                "producer_id": -1, "producer_epoch": -1})
+        assert init["error_code"] == 0
+
+
+def test_transactions_are_described_as_far_as_the_principal_may_see(start_broker):
+    """DescribeTransactions shows only the topics the principal may describe; ListTransactions only the
+    transactional ids it may describe (Kafka's KafkaApis)."""
+    broker = acl_broker(start_broker)
+    create_topics(broker.internal, "public", "hidden")
+    open_txns = []
+    for txn_id in ("tx-visible", "tx-other"):
+        p, _ = producer(broker.internal, **{"transactional.id": txn_id})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("public", b"a")
+        p.produce("hidden", b"b")
+        p.flush(30)  # the partitions are in the transaction; it stays open
+        open_txns.append(p)
+    create_acls(broker.internal, [
+        *allow("User:alice", ResourceType.TRANSACTIONAL_ID, "tx-visible", AclOperation.DESCRIBE),
+        *allow("User:alice", ResourceType.TOPIC, "public", AclOperation.DESCRIBE),
+    ])
+    alice = kafka_python_admin(broker.bootstrap, "alice")
+    try:
+        described = alice.describe_transactions(["tx-visible"])["tx-visible"]
+        assert described.topic_partitions == {TopicPartition("public", 0)}
+        listed = [t.transactional_id for txns in alice.list_transactions().values() for t in txns]
+        assert listed == ["tx-visible"]
+        with pytest.raises(TransactionalIdAuthorizationFailedError):
+            alice.describe_transactions(["tx-other"])
+    finally:
+        alice.close()
+        for p in open_txns:
+            p.abort_transaction(30)
