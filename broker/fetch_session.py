@@ -170,7 +170,7 @@ class FetchContext:
         for key, cached in session.partitions.items():
             want = cached.request
             if key not in named and want.fetch_offset == cached.high_watermark:
-                log_ = partition_log(logs, key)
+                log_ = partition_log(logs, key, want.topic_name)
                 if (log_ is not None and log_.high_watermark == cached.high_watermark
                         and log_.log_start_offset == cached.log_start_offset
                         and fetchable_end(log_, isolation) <= want.fetch_offset):

@@ -36,6 +36,8 @@ class FetchPartition:
     partition_max_bytes: int
     log_start_offset: int = -1
     current_leader_epoch: int = -1
+    # v13+ names the topic by id: the name that id had when the request (or the session) named it
+    topic_name: str | None = None
 
 
 class PartitionData(NamedTuple):
@@ -57,14 +59,27 @@ def fetchable_end(log_: Log, isolation: int) -> int:
     return log_.last_stable_offset if isolation == READ_COMMITTED else log_.high_watermark
 
 
-def partition_log(logs: LogManager, key: TopicPartition) -> Log | None:
+def partition_log(logs: LogManager, key: TopicPartition, name: str | None = None) -> Log | None:
+    return find_log(logs, key, name)[0]
+
+
+def find_log(logs: LogManager, key: TopicPartition, name: str | None = None) -> tuple[Log | None, PartitionData | None]:
+    """The partition's log, or the answer when there is none (KIP-516 for a topic id): an id never known
+    here is UNKNOWN_TOPIC_ID; an id a fetch session learned under ``name`` whose topic was since recreated
+    under that name is INCONSISTENT_TOPIC_ID (Kafka resolves the name, then checks the log's id)."""
     topic = key.topic
-    if isinstance(topic, uuid.UUID):
-        found = logs.topic_by_id(topic)
-        if found is None:
-            return None
-        topic = found.name
-    return logs.log(topic, key.partition)
+    if not isinstance(topic, uuid.UUID):
+        log_ = logs.log(topic, key.partition)
+        return log_, (None if log_ is not None else _UNKNOWN_TOPIC)
+    found = logs.topic_by_id(topic)
+    if found is None and name is None:
+        return None, _UNKNOWN_ID
+    log_ = logs.log(found.name if found is not None else name, key.partition)
+    if log_ is None:
+        return None, _UNKNOWN_TOPIC
+    if log_.topic_id != topic:
+        return None, _INCONSISTENT_ID
+    return log_, None
 
 
 def read_partition(log_: Log, want: FetchPartition, isolation: int, max_bytes: int, min_one: bool) -> PartitionData:
@@ -104,9 +119,9 @@ def read_from_logs(
         if answered and key in answered:
             found[key] = answered[key]
             continue
-        log_ = partition_log(logs, key)
+        log_, missing = find_log(logs, key, want.topic_name)
         if log_ is None:
-            found[key] = _UNKNOWN_ID if isinstance(key.topic, uuid.UUID) else _UNKNOWN_TOPIC
+            found[key] = missing
             continue
         # KIP-74: only the first partition with data may exceed the limits, by one batch
         data = read_partition(log_, want, isolation, min(want.partition_max_bytes, budget), min_one=total == 0)
@@ -119,3 +134,4 @@ def read_from_logs(
 
 _UNKNOWN_ID = PartitionData(ErrorCode.UNKNOWN_TOPIC_ID)
 _UNKNOWN_TOPIC = PartitionData(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+_INCONSISTENT_ID = PartitionData(ErrorCode.INCONSISTENT_TOPIC_ID)

@@ -35,14 +35,17 @@ _NO_TOPIC_ID = uuid.UUID(int=0)
 _TOPIC_DENIED = PartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
-def requested_partitions(request, uses_topic_ids: bool) -> dict[TopicPartition, FetchPartition]:
-    """The request's partitions as a map: one entry per partition, the last one named wins."""
+def requested_partitions(logs, request, uses_topic_ids: bool) -> dict[TopicPartition, FetchPartition]:
+    """The request's partitions as a map: one entry per partition, the last one named wins. A topic id
+    is resolved to its name now: a session keeps that name for the partitions it is not told again."""
     wanted: dict[TopicPartition, FetchPartition] = {}
     for want in request["topics"]:
         topic = want["topic_id"] if uses_topic_ids else want["topic"]
+        found = logs.topic_by_id(topic) if uses_topic_ids else None
+        name = found.name if found is not None else None
         for p in want["partitions"]:
             wanted[TopicPartition(topic, p["partition"])] = FetchPartition(
-                p["fetch_offset"], p["partition_max_bytes"], p["log_start_offset"], p["current_leader_epoch"])
+                p["fetch_offset"], p["partition_max_bytes"], p["log_start_offset"], p["current_leader_epoch"], name)
     return wanted
 
 
@@ -100,7 +103,7 @@ def handle(broker, request, header):
     uses_topic_ids = header.api_version >= TOPIC_IDS_SINCE
     context = new_context(
         broker.fetch_sessions, request["session_id"], request["session_epoch"],
-        requested_partitions(request, uses_topic_ids), forgotten_partitions(request, uses_topic_ids),
+        requested_partitions(broker.logs, request, uses_topic_ids), forgotten_partitions(request, uses_topic_ids),
         uses_topic_ids, privileged=replica_id_of(request) >= 0, now_ms=now_ms())
     if context.error:
         return _response(context, {})

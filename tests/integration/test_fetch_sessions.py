@@ -24,7 +24,9 @@ from protocol.records import build_batch
 TOPIC = "sessions"
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
+UNKNOWN_TOPIC_OR_PARTITION = 3
 UNKNOWN_TOPIC_ID = 100
+INCONSISTENT_TOPIC_ID = 103
 FETCH_SESSION_TOPIC_ID_ERROR = 106
 
 
@@ -113,6 +115,32 @@ def test_a_full_fetch_replaces_the_session_it_names_and_topic_ids_are_checked(br
         r = f.fetch(second, 1, {0: 0}, topic_id=unknown)
         errors = {(t["topic_id"], p["partition_index"]): p["error_code"] for t in r["responses"] for p in t["partitions"]}
         assert errors == {(unknown, 0): UNKNOWN_TOPIC_ID}
+
+
+def errors_of(response: dict) -> dict[tuple[uuid.UUID, int], int]:
+    return {(t["topic_id"], p["partition_index"]): p["error_code"] for t in response["responses"] for p in t["partitions"]}
+
+
+def test_topic_ids_that_no_longer_name_the_topic(broker):
+    """KIP-516: a partition a v13+ fetch names by a known id but that does not exist is
+    UNKNOWN_TOPIC_OR_PARTITION; after the topic is deleted and created again under the same name, a
+    session still holding the old id gets INCONSISTENT_TOPIC_ID, and a fetch naming the old id
+    UNKNOWN_TOPIC_ID (as Kafka: the session resolved the name, the request cannot)."""
+    create_topic(broker.bootstrap, TOPIC, partitions=1)
+    with wire.WireClient(broker.port) as c:
+        old_id = topic_id(c)
+        f = Fetcher(c, 13, old_id)
+        assert errors_of(f.fetch(0, -1, {0: 0, 5: 0})) == {(old_id, 0): 0, (old_id, 5): UNKNOWN_TOPIC_OR_PARTITION}
+        session = f.fetch(0, 0, {0: 0})["session_id"]
+        r = c.request("DeleteTopics", 6, {"topics": [{"name": TOPIC, "topic_id": uuid.UUID(int=0)}], "timeout_ms": 10000})
+        assert r["responses"][0]["error_code"] == 0
+        create_topic(broker.bootstrap, TOPIC, partitions=1)
+        new_id = topic_id(c)
+        assert new_id != old_id
+        r = f.fetch(session, 1, {})
+        assert r["error_code"] == 0 and errors_of(r) == {(old_id, 0): INCONSISTENT_TOPIC_ID}
+        assert errors_of(f.fetch(0, -1, {0: 0})) == {(old_id, 0): UNKNOWN_TOPIC_ID}
+        assert errors_of(f.fetch(0, -1, {0: 0}, topic_id=new_id)) == {(new_id, 0): 0}
 
 
 def test_cache_slots_limit_sessions(start_broker):
