@@ -91,6 +91,7 @@ class Broker:
         )
         self.kill_after_marker = faults.marker_killer()
         self.fail_marker = faults.marker_failer()
+        self.slow_disk = faults.slow_disk(config.log_dir)
         self.scram_credentials = ScramCredentials(config.log_dir / CREDENTIALS_FILE)
         self.authorizer = authorizer.from_config(config)
         self.fetch_purgatory = FetchPurgatory()

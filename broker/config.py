@@ -49,6 +49,8 @@ SETTINGS: list[Setting] = [
     Setting("listener.security.protocol.map", str,
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
             "Security protocol of each listener name, NAME:PROTOCOL,..."),
+    Setting("inter.broker.listener.name", str, "",
+            "The listener other brokers fetch from (its advertised address); empty: the first listener."),
     Setting("log.dirs", str, "", "Data directory (default: log.dir); one directory, JBOD is not supported."),
     Setting("log.dir", str, "./moldau-data", "Data directory when log.dirs is not set."),
     Setting("node.id", int, 1, "This broker's id."),

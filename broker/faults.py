@@ -14,6 +14,15 @@ others not. After a restart the coordinator must finish the transaction.
 MOLDAU_FAULT_FAIL_TXN_MARKERS=N (N >= 1): the first N transaction markers to
 be written raise an error no code path expects, inside the WriteTxnMarkers
 handler. The coordinator must log it and send the marker again.
+
+MOLDAU_FAULT_SLOW_DISK_FILE=PATH: a slow disk under this broker's follower
+replicas. While PATH exists and holds a number of milliseconds, every fetch
+response from a leader waits that long before its batches are appended (the
+event loop goes on: sessions, leaderships and other fetchers are unaffected),
+so a delay past replica.lag.time.max.ms drops the follower out of the ISR and
+removing the file lets it catch up and rejoin -- no restart. A relative PATH is
+taken in the broker's log directory: one variable serves a whole test cluster,
+and the file chooses which broker is slow.
 """
 
 from __future__ import annotations
@@ -21,12 +30,14 @@ from __future__ import annotations
 import logging
 import os
 import signal
+from pathlib import Path
 
 from .config import ConfigError
 
 DROP_RESPONSE_ENV = "MOLDAU_FAULT_DROP_RESPONSE_EVERY"
 KILL_AFTER_MARKERS_ENV = "MOLDAU_FAULT_KILL_AFTER_TXN_MARKERS"
 FAIL_MARKERS_ENV = "MOLDAU_FAULT_FAIL_TXN_MARKERS"
+SLOW_DISK_ENV = "MOLDAU_FAULT_SLOW_DISK_FILE"
 
 log = logging.getLogger("moldau.faults")
 
@@ -101,3 +112,30 @@ class MarkerFailer:
 def marker_failer() -> MarkerFailer:
     """The failer the environment asks for; one that never fails by default."""
     return MarkerFailer(_env_count(FAIL_MARKERS_ENV, 1))
+
+
+class SlowDisk:
+    """The delay the slow-disk file asks for now (0 without the variable or the file)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.slow = False
+
+    def delay_s(self) -> float:
+        if self.path is None:
+            return 0.0
+        try:
+            delay = int(self.path.read_text()) / 1000
+        except (OSError, ValueError):
+            delay = 0.0
+        if (delay > 0) != self.slow:
+            self.slow = delay > 0
+            log.warning("fault injection (%s): follower appends %s", SLOW_DISK_ENV,
+                        f"wait {delay:.1f}s each" if self.slow else "at full speed again")
+        return delay
+
+
+def slow_disk(log_dir: Path) -> SlowDisk:
+    """The slow disk the environment asks for; one that never waits by default."""
+    name = os.environ.get(SLOW_DISK_ENV)
+    return SlowDisk(log_dir / name if name else None)

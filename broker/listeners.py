@@ -76,6 +76,14 @@ def advertised_endpoints(config: BrokerConfig) -> dict[str, tuple[str, int]]:
             for name in bound}
 
 
+def inter_broker_endpoint(config: BrokerConfig) -> tuple[str, int]:
+    """Where other brokers reach this one: the advertised address of inter.broker.listener.name (default:
+    the first listener), so replication can take another path than the clients."""
+    endpoints = advertised_endpoints(config)
+    name = str(config["inter.broker.listener.name"]).upper() or next(iter(endpoints))
+    return endpoints[name]
+
+
 def resolve(config: BrokerConfig) -> list[Listener]:
     """The listeners to bind, each with its security protocol, advertised endpoint and TLS context.
 
@@ -87,6 +95,9 @@ def resolve(config: BrokerConfig) -> list[Listener]:
         if name not in bound:
             raise ConfigError(f"advertised.listeners: {name} is not one of the listeners ({', '.join(bound)})")
     _check_per_listener(config, bound)
+    inter_broker = str(config["inter.broker.listener.name"]).upper()
+    if inter_broker and inter_broker not in bound:
+        raise ConfigError(f"inter.broker.listener.name: {inter_broker} is not one of the listeners ({', '.join(bound)})")
     listeners = []
     for name, (host, port) in bound.items():
         protocol = mapping.get(name)

@@ -92,6 +92,7 @@ class Verdict:
             "ok": self.ok,
             "violations": self.violation_count,
             "stats": dict(self.stats),
+            "violations_by_kind": {kind: len(found) for kind, found in self.violations.items()},
             "violation_examples": {kind: found[:EXAMPLES] for kind, found in self.violations.items()},
             "notes": self.notes,
         }

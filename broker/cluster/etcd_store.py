@@ -22,12 +22,13 @@ import asyncio
 import json
 import logging
 import math
+import socket
 
 import aetcd
 from aetcd import utils as etcd_utils
 
 from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
-from broker.listeners import advertised_endpoints
+from broker.listeners import advertised_endpoints, inter_broker_endpoint
 from broker.producer_ids import BLOCK_SIZE
 from storage.catalog import TopicMetadata
 from storage.errors import TopicExists, UnknownTopic
@@ -53,6 +54,17 @@ def parse_connect(value: str) -> tuple[list[tuple[str, int]], str]:
     return endpoints, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
 
 
+def grpc_target(endpoints: list[tuple[str, int]]) -> tuple[str, int]:
+    """aetcd dials f"{host}:{port}"; several endpoints become gRPC's "ipv4:a:p,b:p,..." address list
+    (names resolved now), split so that aetcd's join gives it back."""
+    if len(endpoints) == 1:
+        return endpoints[0]
+    addresses = [f"{ip}:{port}" for host, port in endpoints
+                 for ip in dict.fromkeys(info[4][0] for info in socket.getaddrinfo(host, port, socket.AF_INET))]
+    target, _, last_port = ("ipv4:" + ",".join(addresses)).rpartition(":")
+    return target, int(last_port)
+
+
 class EtcdMetadataStore(MetadataStore):
     def __init__(self, broker) -> None:
         super().__init__(broker)
@@ -75,17 +87,19 @@ class EtcdMetadataStore(MetadataStore):
     # --- connection, registration ------------------------------------------------------------
 
     async def _connect(self) -> None:
-        last = None
-        for host, port in self.endpoints:
-            client = aetcd.Client(host, port, timeout=5)
-            try:
-                await client.status()
-                self.client = client
-                return
-            except Exception as exc:
-                last = exc
-                await client.close()
-        raise ConnectionError(f"no etcd endpoint of {self.broker.config['etcd.connect']} answers: {last}")
+        """One gRPC channel to every endpoint: when the member it talks to goes, the next call goes to
+        another (gRPC's pick_first over an address list, as etcd's own client balances)."""
+        host, port = grpc_target(self.endpoints)
+        # gRPC backs off reconnecting for up to 2 minutes; an etcd back from an outage must hear the
+        # keep-alives within the session timeout (not min_reconnect_backoff_ms: it is also the connect timeout)
+        client = aetcd.Client(host, port, timeout=5, options={"grpc.initial_reconnect_backoff_ms": 100,
+                                                              "grpc.max_reconnect_backoff_ms": 1000})
+        try:
+            await client.status()
+        except Exception as exc:
+            await client.close()
+            raise ConnectionError(f"no etcd endpoint of {self.broker.config['etcd.connect']} answers: {exc}") from None
+        self.client = client
 
     async def start(self) -> None:
         await self._connect()
@@ -110,7 +124,8 @@ class EtcdMetadataStore(MetadataStore):
         lease expires (etcd.session.timeout.ms after a crash), as a ZooKeeper ephemeral node does."""
         node = self.broker.node_id
         key = self.key("brokers", "ids", node)
-        info = BrokerInfo(node, self.broker.host, self.broker.port, None, advertised_endpoints(self.broker.config))
+        host, port = inter_broker_endpoint(self.broker.config)
+        info = BrokerInfo(node, host, port, None, advertised_endpoints(self.broker.config))
         self.lease = await self.client.lease(self.ttl)
         waited = False
         while True:
@@ -138,7 +153,9 @@ class EtcdMetadataStore(MetadataStore):
                     lost = True
                     await self._register()
                     self.controller.session_renewed()
-                    lost = False
+                elif lost:
+                    log.info("etcd session kept alive again")
+                lost = False
             except Exception as exc:
                 if not lost:
                     log.error("etcd session keep-alive failed: %s", exc)
@@ -206,6 +223,7 @@ class EtcdMetadataStore(MetadataStore):
         return key[len(self.chroot) + 1 :]
 
     async def _watch(self) -> None:
+        failing = False  # an etcd outage is logged once, not at every retry
         while True:
             try:
                 watch = await self.client.watch_prefix(self.key(""), start_revision=self.revision + 1)
@@ -216,12 +234,15 @@ class EtcdMetadataStore(MetadataStore):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("etcd watch ended (%s); reloading", exc)
+                if not failing:
+                    log.warning("etcd watch ended (%s); reloading until etcd answers", exc)
+                failing = True
                 await asyncio.sleep(RETRY_S)
                 try:
                     await self._load_all()
+                    failing = False
                 except Exception as exc2:
-                    log.warning("etcd reload failed: %s", exc2)
+                    log.debug("etcd reload failed: %s", exc2)
 
     def _apply(self, key: str, value: bytes | None, revision: int) -> None:
         parts = self._relative(key).split("/")

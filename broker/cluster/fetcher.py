@@ -93,6 +93,8 @@ class ReplicaFetcher:
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             failing = False
+            if delay := self.broker.slow_disk.delay_s():
+                await asyncio.sleep(delay)
             if self._handle(response):
                 await asyncio.sleep(RETRY_BACKOFF_S)  # errors: wait for the metadata to move on
 

@@ -26,7 +26,7 @@ class InvalidReplicaAssignment(ValueError):
 @dataclass(frozen=True)
 class BrokerInfo:
     node_id: int
-    host: str  # the first advertised listener's: where other brokers fetch from
+    host: str  # inter.broker.listener.name's advertised address: where other brokers fetch from
     port: int
     rack: str | None = None
     endpoints: dict = field(default_factory=dict, compare=False)  # listener name -> (host, port)

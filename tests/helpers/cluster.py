@@ -1,8 +1,15 @@
-"""A Moldau cluster for tests: one etcd and N broker processes on 127.0.0.1 (issues 12-14 share it).
+"""A Moldau cluster for tests: an etcd (one member or three) and N broker processes on 127.0.0.1
+(issues 12-14 share it).
 
 Each broker is a conftest BrokerProcess with ``node.id`` and ``etcd.connect``
 set; the etcd is started with free ports and a temp data dir. Short session
 and lag timeouts keep failover within seconds on a loaded machine.
+
+``proxied=True`` puts fault proxies (helpers.fault_proxy) on the paths a
+network partition cuts: each broker gets a second listener, INTERNAL, as its
+``inter.broker.listener.name``, advertised through a proxy in front of it, so
+replication goes through the proxies while clients connect directly; and each
+broker reaches each etcd member through a proxy of its own.
 """
 
 from __future__ import annotations
@@ -14,8 +21,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.cluster.local_etcd import LocalEtcd
+from broker.cluster.local_etcd import LocalEtcd, free_port
 from conftest import BrokerProcess
+from helpers.fault_proxy import FaultProxy
 
 CLUSTER_DEFAULTS = {
     "etcd.session.timeout.ms": 4000,
@@ -27,21 +35,55 @@ CLUSTER_DEFAULTS = {
 
 
 class Cluster:
-    def __init__(self, workdir: Path, size: int = 3, overrides: dict | None = None) -> None:
+    def __init__(self, workdir: Path, size: int = 3, overrides: dict | None = None, proxied: bool = False,
+                 etcd_members: int = 1) -> None:
         self.workdir = Path(workdir)
-        self.etcd = LocalEtcd(self.workdir / "etcd")
+        self.etcd = LocalEtcd(self.workdir / "etcd", members=etcd_members)
         self.brokers: dict[int, BrokerProcess] = {}
+        self.replication_proxies: dict[int, FaultProxy] = {}  # node -> the proxy in front of its INTERNAL listener
+        self.etcd_proxies: dict[int, list[FaultProxy]] = {}  # node -> its proxies to the etcd members
         for node in range(1, size + 1):
             config = {**CLUSTER_DEFAULTS, **(overrides or {}), "node.id": node}
+            if proxied:
+                internal = free_port()
+                proxy = self.replication_proxies[node] = FaultProxy(("127.0.0.1", internal))
+                config.update({
+                    "listeners": f"PLAINTEXT://127.0.0.1:{{port}},INTERNAL://127.0.0.1:{internal}",
+                    "advertised.listeners": f"PLAINTEXT://127.0.0.1:{{port}},INTERNAL://{proxy.address}",
+                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                    "inter.broker.listener.name": "INTERNAL",
+                })
+                self.etcd_proxies[node] = [FaultProxy(("127.0.0.1", m.client_port), source=node)
+                                           for m in self.etcd.members]
             self.brokers[node] = BrokerProcess(self.workdir / f"broker-{node}", config)
 
     def start(self) -> "Cluster":
         self.etcd.start()
-        for b in self.brokers.values():
-            b.overrides["etcd.connect"] = self.etcd.endpoint
+        for node, b in self.brokers.items():
+            proxies = self.etcd_proxies.get(node)
+            b.overrides["etcd.connect"] = ",".join(p.address for p in proxies) if proxies else self.etcd.endpoint
             b.start()
         self.wait_for_brokers(len(self.brokers))
         return self
+
+    # --- network partitions (proxied clusters) ---------------------------------------------
+
+    def cut_from_brokers(self, node: int, mode: str) -> None:
+        """Replication between ``node`` and the other brokers stops both ways (``mode``: drop or blackhole);
+        clients and etcd still reach every broker."""
+        others = [n for n in self.brokers if n != node]
+        self.replication_proxies[node].set(mode, others)
+        for n in others:
+            self.replication_proxies[n].set(mode, [node])
+
+    def cut_from_etcd(self, node: int, mode: str) -> None:
+        """``node`` loses etcd (its session expires); it still replicates with the others and serves clients."""
+        for proxy in self.etcd_proxies[node]:
+            proxy.set(mode, [node])
+
+    def heal(self) -> None:
+        for proxy in [*self.replication_proxies.values(), *(p for ps in self.etcd_proxies.values() for p in ps)]:
+            proxy.heal()
 
     @property
     def bootstrap(self) -> str:
@@ -106,20 +148,24 @@ class Cluster:
         return b"".join(p.read_bytes() for p in self.brokers[node].segment_files(topic, index))
 
     def stop(self) -> None:
+        self.heal()
         for b in self.brokers.values():
             b.cleanup()
         self.etcd.stop()
+        for proxy in [*self.replication_proxies.values(), *(p for ps in self.etcd_proxies.values() for p in ps)]:
+            proxy.close()
 
 
 @pytest.fixture
 def start_cluster(tmp_path_factory):
-    """``start_cluster(3, **overrides)`` -> a started Cluster (``_`` in names for ``.``); stopped at teardown.
-    Import it into a test module to use it: ``from helpers.cluster import start_cluster``."""
+    """``start_cluster(3, proxied=False, etcd_members=1, **overrides)`` -> a started Cluster (``_`` in names
+    for ``.``); stopped at teardown. Import it into a test module to use it:
+    ``from helpers.cluster import start_cluster``."""
     started: list[Cluster] = []
 
-    def _start(size: int = 3, **overrides) -> Cluster:
+    def _start(size: int = 3, proxied: bool = False, etcd_members: int = 1, **overrides) -> Cluster:
         cluster = Cluster(tmp_path_factory.mktemp("cluster"), size,
-                          {k.replace("_", "."): v for k, v in overrides.items()})
+                          {k.replace("_", "."): v for k, v in overrides.items()}, proxied, etcd_members)
         started.append(cluster)
         cluster.start()
         return cluster

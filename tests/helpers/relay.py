@@ -6,6 +6,8 @@ import socket
 import struct
 import threading
 
+from helpers.fault_proxy import accepted
+
 
 class CaptureRelay:
     """A TCP relay in front of a broker that keeps every request frame clients send through it."""
@@ -19,11 +21,7 @@ class CaptureRelay:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
+        for client in accepted(self.listener):
             server = socket.create_connection(("127.0.0.1", self.upstream_port))
             self._sockets += [client, server]
             threading.Thread(target=self._relay, args=(client, server, True), daemon=True).start()

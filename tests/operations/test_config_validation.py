@@ -21,6 +21,7 @@ from conftest import free_port
         ({"log.segment.bytes": "lots"}, "log.segment.bytes: invalid value 'lots'"),
         ({"listeners": "PLAINTEXT://no-such-host.invalid:{port}"}, "cannot resolve host 'no-such-host.invalid'"),
         ({"log.dirs": "{data},{data}-2"}, "exactly one directory"),
+        ({"inter.broker.listener.name": "INTERNAL"}, "inter.broker.listener.name: INTERNAL is not one of the listeners"),
     ],
 )
 def test_bad_config_is_one_line_and_exit_code_2(tmp_path, overrides, says):
