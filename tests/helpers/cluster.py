@@ -14,13 +14,16 @@ broker reaches each etcd member through a proxy of its own.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from pathlib import Path
 
+import aetcd
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.cluster.etcd_store import grpc_target, parse_connect
 from broker.cluster.local_etcd import LocalEtcd, free_port
 from conftest import BrokerProcess
 from helpers.fault_proxy import FaultProxy
@@ -142,6 +145,18 @@ class Cluster:
                 last = exc
             time.sleep(0.2)
         raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last})" if last else ""))
+
+    def registrations(self) -> dict[int, int]:
+        """node.id -> the etcd lease its registration is under, read from etcd (a broker that lost its session
+        registers under a new one)."""
+        async def read() -> dict[int, int]:
+            client = aetcd.Client(*grpc_target(parse_connect(self.etcd.endpoint)[0]), timeout=10)
+            try:
+                return {int(kv.key.rsplit(b"/", 1)[1]): kv.lease for kv in await client.get_prefix(b"/brokers/ids/")}
+            finally:
+                await client.close()
+
+        return asyncio.run(read())
 
     def log_bytes(self, node: int, topic: str, index: int = 0) -> bytes:
         """The concatenated segment files of one replica."""

@@ -4,16 +4,19 @@ helpers.cluster_faults' loop (RF=3, min.insync.replicas=2, no unclean
 election, idempotent acks=all producers, `moldau verify` and byte-identical
 replicas at the end) with the brokers' etcd.connect naming all three members:
 
-- ``member``: kill -9 of one etcd member, restarted a few seconds later. The
+- ``member``: kill -9 of one etcd member (in turn, the first one first: every
+  broker's client starts on it), restarted after longer than a session. The
   other two keep a quorum and the brokers' etcd client moves to them: the
   probe producer is acknowledged on every partition meanwhile, and no broker
-  loses its session (every partition keeps its leader).
+  loses its session (each registration keeps its lease; every partition keeps
+  its leader).
 - ``etcd``: kill -9 of all three members for longer than
   etcd.session.timeout.ms, then a restart. The brokers keep serving what they
   lead with acks=all (the ISRs are intact: the probe is acknowledged on every
   partition during the outage), nothing can change leaders or ISRs while etcd
   is gone, and once it is back the sessions go on (etcd renews leases when it
-  elects a leader): every partition still has the leader it had before.
+  elects a leader): each registration keeps its lease, every partition still
+  has the leader it had before.
 
 MOLDAU_CHAOS_CYCLES sets the cycles of each kind (2 in `make test`, 20 in
 `make chaos`); MOLDAU_CHAOS_SEED replays a run's choices.
@@ -39,14 +42,15 @@ def leaders(cluster) -> list[int]:
 
 def etcd_outage(loop: FaultLoop, kind: str) -> dict:
     cluster, etcd = loop.cluster, loop.cluster.etcd
-    before = leaders(cluster)
+    before = leaders(cluster), cluster.registrations()
+    # longer than a session: a broker that only knew the lost member would lose its session
+    outage = loop.rng.uniform(SESSION_TIMEOUT_MS / 1000 + 1, SESSION_TIMEOUT_MS / 1000 + 4)
     if kind == "member":
-        index = loop.rng.randrange(len(etcd.members))
+        # in turn, from the first: the one every broker's client starts on
+        index = sum(f["kind"] == "member" for f in loop.faults) % len(etcd.members)
         victims = [etcd.members[index]]
-        outage = loop.rng.uniform(1.0, SESSION_TIMEOUT_MS / 1000 + 3)
     else:
         victims = etcd.members
-        outage = loop.rng.uniform(SESSION_TIMEOUT_MS / 1000 + 1, SESSION_TIMEOUT_MS / 1000 + 5)
     for member in victims:
         member.kill()
     down = time.monotonic()
@@ -56,7 +60,8 @@ def etcd_outage(loop: FaultLoop, kind: str) -> dict:
         etcd.restart(member)
     assert served, f"no acks=all acknowledgement on some partition while {len(victims)} etcd member(s) were down"
     loop.wait_healthy()
-    assert leaders(cluster) == before, f"leaders moved ({before} -> {leaders(cluster)}) after an etcd {kind} outage"
+    assert cluster.registrations() == before[1], f"a broker lost its etcd session in an etcd {kind} outage"
+    assert leaders(cluster) == before[0], f"leaders moved ({before[0]} -> {leaders(cluster)}) in an etcd {kind} outage"
     return {"role": f"member {index}" if kind == "member" else "all members", "node": "etcd"}
 
 
