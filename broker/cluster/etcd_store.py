@@ -8,6 +8,7 @@ Key layout (under the chroot of ``etcd.connect``; docs/architecture.md says who 
     /latest_producer_id_block   next free block of producer ids (compare-and-swap)
     /topics/<name>              {"topic_id", "partitions", "configs"}
     /partitions/<name>/<p>      PartitionState: leader, leader_epoch, isr, replicas
+    /acls/<id>, /scram_credentials/<user>   ACLs and SCRAM credentials (etcd_security.py)
 
 Every broker watches the whole prefix and keeps a MetadataCache; the
 ReplicaManager follows the partition states it holds. Partition states are
@@ -35,6 +36,7 @@ from storage.errors import TopicExists, UnknownTopic
 from storage.files import decode_uuid, encode_uuid, random_uuid
 
 from .controller import Controller
+from .etcd_security import ACLS, SCRAM, ClusterSecurity
 from .fetcher import ReplicaFetcherManager
 from .metadata import NO_LEADER, BrokerInfo, MetadataCache, PartitionState
 from .store import MetadataStore
@@ -80,6 +82,7 @@ class EtcdMetadataStore(MetadataStore):
         self._creating: set[str] = set()
         self._reserving: asyncio.Future | None = None
         self.revision = 0
+        self.security: ClusterSecurity | None = None
 
     def key(self, *parts) -> bytes:
         return (self.chroot + "/" + "/".join(str(p) for p in parts)).encode()
@@ -107,6 +110,7 @@ class EtcdMetadataStore(MetadataStore):
         await self._register()
         self.broker.producer_ids.block_source = self
         self.broker.producer_ids.adopt_block(await self._reserve_producer_id_block())
+        self.security = ClusterSecurity(self)
         await self._load_all()
         self._tasks = [asyncio.ensure_future(t) for t in (self._keep_alive(), self._watch(), self.controller.run(),
                                                            self.controller.rebalance_leaders(), self._check_isrs())]
@@ -210,6 +214,7 @@ class EtcdMetadataStore(MetadataStore):
         found = await self.client.get_prefix(self.key(""))
         self.revision = found.header.revision
         entries = sorted(((kv.key.decode(), kv.value, kv.mod_revision) for kv in found), key=lambda e: e[0])
+        self.security.clear()  # what etcd holds replaces it, deletions missed while the watch was down included
         # topics before partitions, so each partition's log exists when its state arrives
         for key, value, revision in entries:
             if self._relative(key).startswith("topics/"):
@@ -256,6 +261,8 @@ class EtcdMetadataStore(MetadataStore):
                 self._apply_topic(parts[1], value)
             elif parts[0] == "partitions" and len(parts) == 3:
                 self._apply_partition(parts[1], int(parts[2]), value, revision)
+            elif parts[0] in (ACLS, SCRAM) and len(parts) == 2:
+                self.security.apply(parts[0], parts[1], value)
         except (ValueError, KeyError, TypeError) as exc:
             log.error("ignoring unreadable etcd key %s: %s", key, exc)
 

@@ -31,7 +31,7 @@ def _problem(change: dict, upsert: bool, users: dict, twice: Counter) -> tuple[i
     return None
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     store = broker.scram_credentials
     users = store.users()
     changes = [(c, False) for c in request["deletions"]] + [(c, True) for c in request["upsertions"]]
@@ -50,7 +50,7 @@ def handle(broker, request, header) -> dict:
                                                    bytes(c["salted_password"]), c["iterations"]))
                   for c, upsert in changes if upsert and c["name"] not in errors]
     if deletions or upsertions:
-        store.apply(deletions, upsertions)
+        await store.apply(deletions, upsertions)
     results = []
     for name in dict.fromkeys(c["name"] for c, _ in changes):  # each user once, in request order
         code, message = errors.get(name, (ErrorCode.NONE, None))

@@ -7,7 +7,7 @@ API = "CreateAcls"
 VERSIONS = (1, 3)
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     creations = request["creations"]
     if not broker.authorizer.enabled:
         return {"throttle_time_ms": 0, "results": [
@@ -23,5 +23,5 @@ def handle(broker, request, header) -> dict:
         results.append({"error_code": ErrorCode.INVALID_REQUEST if problem else ErrorCode.NONE,
                         "error_message": problem})
     if valid:
-        broker.authorizer.add(valid)
+        await broker.authorizer.add(valid)
     return {"throttle_time_ms": 0, "results": results}

@@ -13,7 +13,7 @@ def _matching(acl) -> dict:
             "host": acl.host, "operation": acl.operation, "permission_type": acl.permission}
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     filters = request["filters"]
     refused = None
     if not broker.authorizer.enabled:
@@ -30,5 +30,5 @@ def handle(broker, request, header) -> dict:
         results.append({"error_code": ErrorCode.NONE, "error_message": None,
                         "matching_acls": [_matching(acl) for acl in selected]})
     if doomed:
-        broker.authorizer.remove(doomed)
+        await broker.authorizer.remove(doomed)
     return {"throttle_time_ms": 0, "filter_results": results}

@@ -73,7 +73,7 @@ class AclBinding:
 
 
 class AclStore:
-    """Where ACLs live: this file in the log directory; a cluster swaps in its metadata store."""
+    """Where ACLs live: this file in the log directory; a cluster swaps in etcd (cluster/etcd_security.py)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -86,7 +86,8 @@ class AclStore:
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{self.path}: cannot read the ACLs ({exc})") from None
 
-    def save(self, acls: set[AclBinding]) -> None:
+    async def save_acls(self, acls: set[AclBinding], added: set[AclBinding], removed: set[AclBinding]) -> None:
+        """Persist ``acls``, the set after adding ``added`` and removing ``removed``."""
         entries = sorted((asdict(a) for a in acls), key=lambda e: tuple(e.values()))
         atomic_write(self.path, json.dumps(entries, indent=1).encode())
 
@@ -187,13 +188,13 @@ class StandardAuthorizer(AllowAll):
 
     # ---- CreateAcls / DeleteAcls: take effect at once and are written before the answer ----
 
-    def add(self, bindings: list[AclBinding]) -> None:
+    async def add(self, bindings: list[AclBinding]) -> None:
+        await self.store.save_acls(self.acls | set(bindings), set(bindings), set())
         self.acls |= set(bindings)
-        self.store.save(self.acls)
 
-    def remove(self, bindings: set[AclBinding]) -> None:
+    async def remove(self, bindings: set[AclBinding]) -> None:
+        await self.store.save_acls(self.acls - bindings, set(), bindings)
         self.acls -= bindings
-        self.store.save(self.acls)
 
 
 def from_config(config: BrokerConfig) -> AllowAll:

@@ -42,19 +42,45 @@ def credential_from_salted_password(mechanism: str, salt: bytes, salted_password
     return ScramCredential(salt, hashlib.new(digest, client_key).digest(), server_key, iterations)
 
 
-class ScramCredentials:
-    """Credentials in `<log dir>/scram-credentials.json`, rewritten atomically on each change."""
+Mechanisms = dict[str, ScramCredential]  # one user's credentials by mechanism name
+
+
+def encode_user(mechanisms: Mechanisms) -> dict:
+    return {name: {"salt": base64.b64encode(c.salt).decode(), "stored_key": base64.b64encode(c.stored_key).decode(),
+                   "server_key": base64.b64encode(c.server_key).decode(), "iterations": c.iterations}
+            for name, c in mechanisms.items()}
+
+
+def decode_user(data: dict) -> Mechanisms:
+    return {name: ScramCredential(*(base64.b64decode(c[k]) for k in ("salt", "stored_key", "server_key")),
+                                  c["iterations"])
+            for name, c in data.items()}
+
+
+class CredentialsFile:
+    """`<log dir>/scram-credentials.json`, rewritten atomically on each change."""
 
     def __init__(self, path: Path):
         self.path = path
-        self._by_user: dict[str, dict[str, ScramCredential]] = {}
-        if path.exists():
-            for user, mechanisms in json.loads(path.read_text()).items():
-                self._by_user[user] = {
-                    name: ScramCredential(*(base64.b64decode(c[k]) for k in ("salt", "stored_key", "server_key")),
-                                          c["iterations"])
-                    for name, c in mechanisms.items()
-                }
+
+    def load(self) -> dict[str, Mechanisms]:
+        if not self.path.exists():
+            return {}
+        return {user: decode_user(data) for user, data in json.loads(self.path.read_text()).items()}
+
+    async def save_credentials(self, users: dict[str, Mechanisms], changed: dict[str, Mechanisms | None]) -> None:
+        data = {user: encode_user(mechs) for user, mechs in users.items()}
+        atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
+        os.chmod(self.path, 0o600)  # keys that let an attacker guess passwords offline: the broker's only
+
+
+class ScramCredentials:
+    """Every user's credentials in memory, written through a store: a file in the log directory, or etcd
+    in a cluster (cluster/etcd_security.py), whose watch brings other brokers' changes with set_user."""
+
+    def __init__(self, path: Path):
+        self.store = CredentialsFile(path)
+        self._by_user: dict[str, Mechanisms] = self.store.load()
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._by_user.get(user, {}).get(mechanism)
@@ -63,24 +89,25 @@ class ScramCredentials:
         """Each user's mechanisms and their iteration counts (what DescribeUserScramCredentials shows)."""
         return {user: {name: c.iterations for name, c in mechs.items()} for user, mechs in self._by_user.items()}
 
-    def apply(self, deletions: list[tuple[str, str]], upsertions: list[tuple[str, str, ScramCredential]]) -> None:
+    async def apply(self, deletions: list[tuple[str, str]],
+                    upsertions: list[tuple[str, str, ScramCredential]]) -> None:
         """Delete and upsert in one write: after a crash either all of a request's changes are there or none."""
+        changed = {user: dict(self._by_user.get(user, {})) for user, *_ in (*deletions, *upsertions)}
         for user, mechanism in deletions:
-            self._by_user.get(user, {}).pop(mechanism, None)
-            if not self._by_user.get(user, True):
-                del self._by_user[user]
+            changed[user].pop(mechanism, None)
         for user, mechanism, credential in upsertions:
-            self._by_user.setdefault(user, {})[mechanism] = credential
-        self._save()
+            changed[user][mechanism] = credential
+        after = {**self._by_user, **changed}
+        await self.store.save_credentials({user: mechs for user, mechs in after.items() if mechs},
+                              {user: mechs or None for user, mechs in changed.items()})
+        for user, mechs in changed.items():
+            self.set_user(user, mechs or None)
 
-    def _save(self) -> None:
-        data = {
-            user: {name: {"salt": base64.b64encode(c.salt).decode(),
-                          "stored_key": base64.b64encode(c.stored_key).decode(),
-                          "server_key": base64.b64encode(c.server_key).decode(),
-                          "iterations": c.iterations}
-                   for name, c in mechs.items()}
-            for user, mechs in self._by_user.items()
-        }
-        atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
-        os.chmod(self.path, 0o600)  # keys that let an attacker guess passwords offline: the broker's only
+    def set_user(self, user: str, mechanisms: Mechanisms | None) -> None:
+        if mechanisms:
+            self._by_user[user] = mechanisms
+        else:
+            self._by_user.pop(user, None)
+
+    def replace_all(self, users: dict[str, Mechanisms]) -> None:
+        self._by_user = dict(users)
