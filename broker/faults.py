@@ -23,6 +23,11 @@ so a delay past replica.lag.time.max.ms drops the follower out of the ISR and
 removing the file lets it catch up and rejoin -- no restart. A relative PATH is
 taken in the broker's log directory: one variable serves a whole test cluster,
 and the file chooses which broker is slow.
+
+MOLDAU_FAULT_DELAY_ISR_EXPANSION_MS=N (N >= 1): a leader holds each ISR
+expansion N ms before writing it to the metadata store -- an etcd that is slow
+to answer, or a leader paused with the write in flight. What the leader
+acknowledges meanwhile must be on the replica being added.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ DROP_RESPONSE_ENV = "MOLDAU_FAULT_DROP_RESPONSE_EVERY"
 KILL_AFTER_MARKERS_ENV = "MOLDAU_FAULT_KILL_AFTER_TXN_MARKERS"
 FAIL_MARKERS_ENV = "MOLDAU_FAULT_FAIL_TXN_MARKERS"
 SLOW_DISK_ENV = "MOLDAU_FAULT_SLOW_DISK_FILE"
+DELAY_ISR_EXPANSION_ENV = "MOLDAU_FAULT_DELAY_ISR_EXPANSION_MS"
 
 log = logging.getLogger("moldau.faults")
 
@@ -139,3 +145,8 @@ def slow_disk(log_dir: Path) -> SlowDisk:
     """The slow disk the environment asks for; one that never waits by default."""
     name = os.environ.get(SLOW_DISK_ENV)
     return SlowDisk(log_dir / name if name else None)
+
+
+def isr_expansion_delay_s() -> float:
+    """How long a leader holds an ISR expansion before writing it; 0 by default."""
+    return _env_count(DELAY_ISR_EXPANSION_ENV, 1) / 1000

@@ -22,12 +22,14 @@ INTERNAL_TOPIC_SETTINGS = {
 }
 
 
-def open_internal_topic(logs: LogManager, name: str, num_partitions: int, segment_bytes: int) -> TopicMetadata:
+def open_internal_topic(logs: LogManager, name: str, num_partitions: int, segment_bytes: int,
+                        config) -> TopicMetadata | None:
     """The topic, created compacted with ``num_partitions`` if missing. An existing one keeps
     its partition count: keys must stay in the partitions their records are in. Compaction
-    keeps what a restart replays to the live keys."""
+    keeps what a restart replays to the live keys. In a cluster it is created in the metadata store on
+    first use (FindCoordinator) and comes here from there: None until then."""
     topic = logs.topic(name)
-    if topic is None:
+    if topic is None and not config["etcd.connect"]:
         topic = logs.create_topic(name, num_partitions, {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)})
         log.info("created %s with %d partitions", name, topic.num_partitions)
     return topic

@@ -95,9 +95,7 @@ def resolve(config: BrokerConfig) -> list[Listener]:
         if name not in bound:
             raise ConfigError(f"advertised.listeners: {name} is not one of the listeners ({', '.join(bound)})")
     _check_per_listener(config, bound)
-    inter_broker = str(config["inter.broker.listener.name"]).upper()
-    if inter_broker and inter_broker not in bound:
-        raise ConfigError(f"inter.broker.listener.name: {inter_broker} is not one of the listeners ({', '.join(bound)})")
+    _check_inter_broker_listener(config, bound, mapping)
     listeners = []
     for name, (host, port) in bound.items():
         protocol = mapping.get(name)
@@ -112,6 +110,19 @@ def resolve(config: BrokerConfig) -> list[Listener]:
         settings = sasl.listener_settings(config, name) if protocol.startswith("SASL_") else None
         listeners.append(Listener(name, protocol, host, port, adv_host or "127.0.0.1", adv_port, context, settings))
     return listeners
+
+
+def _check_inter_broker_listener(config: BrokerConfig, bound: dict, mapping: dict) -> None:
+    """inter.broker.listener.name: one of the listeners, and PLAINTEXT: a broker's own connections to
+    others (replica fetches) speak neither TLS nor SASL yet."""
+    name = str(config["inter.broker.listener.name"]).upper()
+    if not name:
+        return
+    if name not in bound:
+        raise ConfigError(f"inter.broker.listener.name: {name} is not one of the listeners ({', '.join(bound)})")
+    if mapping.get(name, "PLAINTEXT") != "PLAINTEXT":
+        raise ConfigError(f"inter.broker.listener.name: listener {name} uses {mapping.get(name)}; brokers connect "
+                          "to each other over PLAINTEXT only")
 
 
 def _check_per_listener(config: BrokerConfig, bound: dict) -> None:

@@ -30,7 +30,7 @@ from storage.config import LogConfig
 from storage.errors import CorruptIndex, InconsistentMetadata, OffsetOutOfRange, RecordBatchTooLarge
 from storage.files import decode_uuid, encode_uuid, fsync_dir, read_key_values, write_key_values
 from storage.leader_epoch import LeaderEpochCache
-from storage.producer_state import ProducerStateManager
+from storage.producer_state import ProducerStateManager, snapshot_name
 from storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, Truncation
 from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
@@ -469,6 +469,19 @@ class Log:
         if self._high_watermark is not None:
             self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self._load_producer_state(_now_ms())
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every record and begin empty at ``offset``: a follower whose log ends below the leader's
+        log start (Kafka's truncateFullyAndStartAt)."""
+        for segment in self._segments:
+            segment.delete()
+        self._segments = [self._new_segment(offset, _now_ms())]
+        self._log_start_offset = self.recovery_point = offset
+        self._high_watermark = offset
+        self.producer_state.clear()
+        for old in self.producer_state.snapshot_offsets():
+            (self.directory / snapshot_name(old)).unlink()
+        self.leader_epochs.clear()
 
     # --- retention ---------------------------------------------------------
 

@@ -37,6 +37,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 CATALOG_FILE = "topics.json"
 # Partitions created between two yields of create_topic_steps: the caller's loop serves others in between.
 CREATE_STEP = 16
@@ -67,6 +68,7 @@ class LogManager:
         self._checkpointed: dict[TopicPartition, int] = {}
         self._creating: set[str] = set()  # topics whose logs are being made (create_topic_steps)
         self._checkpointed_starts: dict[TopicPartition, int] = {}
+        self._checkpointed_high_watermarks: dict[TopicPartition, int] = {}
         # where each compacted log's dirty part begins (the log cleaner's progress)
         self.first_dirty_offsets: dict[TopicPartition, int] = {}
 
@@ -371,6 +373,23 @@ class LogManager:
             write_offset_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
             self._checkpointed_starts = starts
 
+    def read_high_watermarks(self) -> list[str]:
+        """A replica's high watermarks as last checkpointed, capped at each log end (a replicated broker's
+        start: without them readers would see less than before until the followers fetch); the repairs."""
+        repairs: list[str] = []
+        for key, offset in self._read_checkpoint(HIGH_WATERMARK_CHECKPOINT, repairs).items():
+            log = self._logs.get(key)
+            if log is not None:
+                log.set_high_watermark(max(min(offset, log.log_end_offset), log.log_start_offset))
+        return repairs
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Persist the high watermarks that moved (Kafka's replication-offset-checkpoint)."""
+        marks = {key: log.high_watermark for key, log in self._logs.items()}
+        if marks != self._checkpointed_high_watermarks:
+            write_offset_checkpoint(self.log_dir / HIGH_WATERMARK_CHECKPOINT, marks)
+            self._checkpointed_high_watermarks = marks
+
     # --- retention and cleaning ----------------------------------------------
 
     def cleaned_up_to(self, key: TopicPartition, offset: int) -> None:
@@ -389,6 +408,11 @@ class LogManager:
         if log.advance_log_start(offset):
             self._write_log_starts()
         return log.log_start_offset
+
+    def truncate_fully_and_start_at(self, topic: str, partition: int, offset: int) -> None:
+        """A follower behind the leader's log start empties its log and begins there."""
+        self._logs[(topic, partition)].truncate_fully_and_start_at(offset)
+        self._write_checkpoint()
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """DeleteRecords: ``advance_log_start``, refused with OffsetOutOfRange past the high watermark."""

@@ -111,9 +111,12 @@ class EtcdMetadataStore(MetadataStore):
         self.broker.producer_ids.block_source = self
         self.broker.producer_ids.adopt_block(await self._reserve_producer_id_block())
         self.security = ClusterSecurity(self)
+        for repair in self.broker.logs.read_high_watermarks():
+            log.warning("%s", repair)
         await self._load_all()
         self._tasks = [asyncio.ensure_future(t) for t in (self._keep_alive(), self._watch(), self.controller.run(),
-                                                           self.controller.rebalance_leaders(), self._check_isrs())]
+                                                           self.controller.rebalance_leaders(), self._check_isrs(),
+                                                           self._checkpoint_high_watermarks())]
 
     async def _adopt_cluster_id(self) -> None:
         key = self.key("cluster_id")
@@ -175,6 +178,7 @@ class EtcdMetadataStore(MetadataStore):
                 log.warning("controlled shutdown could not move every leadership away: %s", exc)
         for task in self._tasks:
             task.cancel()
+        self._write_high_watermarks()
         if self.client is not None:
             try:
                 if self.lease is not None:
@@ -435,3 +439,14 @@ class EtcdMetadataStore(MetadataStore):
         while True:
             await asyncio.sleep(self.broker.config["replica.lag.time.max.ms"] / 2000)
             self.broker.replicas.shrink_isrs()
+
+    async def _checkpoint_high_watermarks(self) -> None:
+        while True:
+            await asyncio.sleep(self.broker.config["replica.high.watermark.checkpoint.interval.ms"] / 1000)
+            self._write_high_watermarks()
+
+    def _write_high_watermarks(self) -> None:
+        try:
+            self.broker.logs.checkpoint_high_watermarks()
+        except OSError as exc:  # a full disk: the next checkpoint tries again
+            log.error("could not checkpoint high watermarks: %s", exc)

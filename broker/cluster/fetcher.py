@@ -77,7 +77,7 @@ class ReplicaFetcher:
                 await self.wake.wait()
                 continue
             leader = self.broker.store.cache.brokers.get(self.leader_id)
-            request = self._request(wait_ms, config["replica.fetch.max.bytes"]) if leader else None
+            request, sent = self._request(wait_ms, config["replica.fetch.max.bytes"]) if leader else (None, {})
             if request is None:
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
@@ -95,18 +95,21 @@ class ReplicaFetcher:
             failing = False
             if delay := self.broker.slow_disk.delay_s():
                 await asyncio.sleep(delay)
-            if self._handle(response):
+            if self._handle(response, sent):
                 await asyncio.sleep(RETRY_BACKOFF_S)  # errors: wait for the metadata to move on
 
-    def _request(self, wait_ms: int, max_bytes: int) -> dict | None:
+    def _request(self, wait_ms: int, max_bytes: int) -> tuple[dict | None, dict]:
+        """The next Fetch request, and each partition's fetch state it was made from."""
         topics: dict = {}
-        for (name, index), partition in self.partitions.items():
-            topic = self.broker.logs.topic(name)
+        sent = {}
+        for key, partition in self.partitions.items():
+            topic = self.broker.logs.topic(key[0])
             if topic is None:
                 continue
             log_ = partition.log
+            sent[key] = _fetch_state(partition)
             topics.setdefault(topic.topic_id, []).append({
-                "partition": index,
+                "partition": key[1],
                 "current_leader_epoch": partition.leader_epoch,
                 "fetch_offset": log_.log_end_offset,
                 "last_fetched_epoch": log_.leader_epochs.latest_epoch,
@@ -114,7 +117,7 @@ class ReplicaFetcher:
                 "partition_max_bytes": max_bytes,
             })
         if not topics:
-            return None
+            return None, sent
         return {
             "cluster_id": None,
             "replica_id": -1,
@@ -128,9 +131,9 @@ class ReplicaFetcher:
             "topics": [{"topic_id": tid, "partitions": parts} for tid, parts in topics.items()],
             "forgotten_topics_data": [],
             "rack_id": "",
-        }
+        }, sent
 
-    def _handle(self, response: dict) -> bool:
+    def _handle(self, response: dict, sent: dict) -> bool:
         """Apply a fetch response; True if a partition answered with an error."""
         errors = False
         now = int(time.time() * 1000)
@@ -139,10 +142,17 @@ class ReplicaFetcher:
             if topic is None:
                 continue
             for p in topic_response["partitions"]:
-                partition = self.partitions.get((topic.name, p["partition_index"]))
-                if partition is None:
+                key = (topic.name, p["partition_index"])
+                partition = self.partitions.get(key)
+                # the partition moved on while the request was out (a new leader epoch, a truncation, a
+                # role change and back): the answer is to a question no longer asked (as Kafka drops it)
+                if partition is None or sent.get(key) != _fetch_state(partition):
                     continue
                 code = p["error_code"]
+                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    if not self._out_of_range(partition, p):
+                        errors = True
+                    continue
                 if code != ErrorCode.NONE:
                     errors = True
                     continue
@@ -164,6 +174,12 @@ class ReplicaFetcher:
         if records:
             buf = bytearray(records)
             batches, end, _ = valid_prefix(buf)
+            if batches and log_.log_end_offset == log_.log_start_offset and \
+                    batches[0][1].base_offset < log_.log_end_offset < batches[0][1].next_offset:
+                # an empty log that starts inside the leader's first batch (DeleteRecords cut it): it begins
+                # at the batch instead, and its log start moves up again below (as Kafka's follower does)
+                self.broker.logs.truncate_fully_and_start_at(partition.topic, partition.index,
+                                                             batches[0][1].base_offset)
             batches = [(pos, hdr) for pos, hdr in batches if hdr.base_offset >= log_.log_end_offset]
             if batches:
                 first = batches[0][0]
@@ -197,3 +213,26 @@ class ReplicaFetcher:
         log.info("%s-%d: truncated the divergent tail from offset %d: log end %d -> %d (leader epoch %d ended at %d)",
                  partition.topic, partition.index, offset, before[0], log_.log_end_offset, leader_epoch, leader_end)
         return (log_.log_end_offset, log_.leader_epochs.latest_epoch) != before
+
+    def _out_of_range(self, partition, p: dict) -> bool:
+        """The leader no longer has (DeleteRecords, retention) or does not have (a tail the epochs did not
+        catch) this log's end: as Kafka's follower, start over at the leader's log start, or cut the tail to
+        the leader's high watermark. False if that changed nothing (the next fetch then waits a little)."""
+        log_ = partition.log
+        leader_start = p["log_start_offset"]
+        before = log_.log_end_offset
+        if before < leader_start:
+            self.broker.logs.truncate_fully_and_start_at(partition.topic, partition.index, leader_start)
+        else:
+            log_.truncate_to(max(min(p["high_watermark"], before), log_.log_start_offset))
+            if log_.log_end_offset == before:
+                return False
+        log.info("%s-%d: fetch offset %d out of the leader's range (its log start %d): log now %d..%d",
+                 partition.topic, partition.index, before, leader_start, log_.log_start_offset,
+                 log_.log_end_offset)
+        return True
+
+
+def _fetch_state(partition) -> tuple:
+    """What a fetch request for ``partition`` was made from; a response applies only while it is unchanged."""
+    return partition.log, partition.leader_epoch, partition.log.log_end_offset

@@ -17,6 +17,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from broker import faults
 from broker.errors import ErrorCode
 from storage.log import Log
 
@@ -47,6 +48,10 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self._hw_waiters: list[tuple[int, asyncio.Future]] = []
         self.isr_change_pending = False
+        # an ISR this leader proposed and may already be in the store: until a newer state arrives its
+        # members count for the high watermark (Kafka's maximal ISR), so a follower being added is never
+        # in the store's ISR without the records acknowledged meanwhile
+        self.proposed_isr: tuple[int, ...] = ()
 
     @property
     def key(self) -> tuple[str, int]:
@@ -86,9 +91,10 @@ class Partition:
         self.maybe_advance_high_watermark()
 
     def follower_fetched(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower's fetch at ``fetch_offset``: it holds everything below it."""
+        """A follower's fetch at ``fetch_offset``: it holds everything below it. A fetch past this log's end
+        (a tail the follower has not truncated yet) is answered OFFSET_OUT_OF_RANGE and tells nothing."""
         follower = self.followers.get(replica_id)
-        if follower is None:
+        if follower is None or fetch_offset > self.log.log_end_offset:
             return
         now = _monotonic_ms()
         leader_end = self.log.log_end_offset
@@ -117,7 +123,7 @@ class Partition:
             return
         ends = [self.log.log_end_offset]
         ends += [self.followers[r].log_end_offset if r in self.followers else -1
-                 for r in self.state.isr if r != self.manager.node_id]
+                 for r in set(self.state.isr) | set(self.proposed_isr) if r != self.manager.node_id]
         candidate = min(ends)
         if candidate > self.high_watermark:
             self.log.set_high_watermark(candidate)
@@ -159,6 +165,7 @@ class Partition:
         """A new state from the store: take up the role it gives this broker."""
         old = self.state
         self.state = state
+        self.proposed_isr = ()  # written (and now in ``state``) or lost to this newer state
         me = self.manager.node_id
         if state.leader == me and (old.leader != me or old.leader_epoch != state.leader_epoch):
             log.info("%s-%d: leader at epoch %d, ISR %s", self.topic, self.index, state.leader_epoch, list(state.isr))
@@ -183,6 +190,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.store = None  # the metadata store, set by the broker
         self.fetchers = None  # a ReplicaFetcherManager in a cluster
+        self.expansion_delay_s = faults.isr_expansion_delay_s()
 
     def on_append(self, topic: str, index: int) -> None:
         """Any append here (produce, markers, the coordinators' records): an ISR of one commits it at once."""
@@ -224,6 +232,8 @@ class ReplicaManager:
                 del self.partitions[key]
             if self.fetchers is not None:
                 self.fetchers.remove(key)
+            if state is not None:
+                self._delete_replica(topic, index)
             return
         if partition is None:
             log_ = self.broker.logs.log(topic, index)
@@ -240,6 +250,14 @@ class ReplicaManager:
             else:
                 self.fetchers.add(key, partition, state.leader)
 
+    def _delete_replica(self, topic: str, index: int) -> None:
+        """Moved away (a reassignment, here or while this broker was down): its records go, as with
+        Kafka's StopReplica(delete); the empty log stays for the topic's catalog entry."""
+        log_ = self.broker.logs.log(topic, index)
+        if log_ is not None and (log_.log_end_offset or log_.log_start_offset):
+            self.broker.logs.truncate_fully_and_start_at(topic, index, 0)
+            log.info("%s-%d: no longer a replica on this broker: deleted its records", topic, index)
+
     def change_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
         """Propose an ISR in the store (compare-and-swap on the state's version); it applies once written."""
         if partition.isr_change_pending or self.store is None:
@@ -247,15 +265,22 @@ class ReplicaManager:
         partition.isr_change_pending = True
         current = partition.state
         proposed = current.with_isr(isr)
+        partition.proposed_isr = proposed.isr
 
         async def propose():
             try:
+                if self.expansion_delay_s and set(isr) - set(current.isr):
+                    log.warning("%s-%d: fault injection (%s): holding the ISR change to %s for %.1fs",
+                                partition.topic, partition.index, faults.DELAY_ISR_EXPANSION_ENV, list(isr),
+                                self.expansion_delay_s)
+                    await asyncio.sleep(self.expansion_delay_s)
                 if await self.store.alter_partition(partition.topic, partition.index, current, proposed):
                     log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, list(current.isr), list(isr))
                 else:
+                    partition.proposed_isr = ()
                     log.info("%s-%d: ISR change to %s lost a race with a newer state", partition.topic,
                              partition.index, list(isr))
-            except Exception as exc:  # etcd unreachable: the next fetch or check proposes again
+            except Exception as exc:  # etcd unreachable, written or not (so still proposed): proposed again later
                 log.warning("%s-%d: ISR change failed: %s", partition.topic, partition.index, exc)
             finally:
                 partition.isr_change_pending = False

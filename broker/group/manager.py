@@ -52,10 +52,12 @@ class GroupMetadataManager:
     def load(self) -> dict[str, GroupMetadata]:
         """Create __consumer_offsets if missing, then replay every partition of it."""
         topic = open_internal_topic(self.logs, OFFSETS_TOPIC, self.num_partitions,
-                                    self.config["offsets.topic.segment.bytes"])
-        self.num_partitions = topic.num_partitions
+                                    self.config["offsets.topic.segment.bytes"], self.config)
         groups: dict[str, GroupMetadata] = {}
         self.records_loaded = 0
+        if topic is None:
+            return groups
+        self.num_partitions = topic.num_partitions
         for partition in range(topic.num_partitions):
             log_ = self.logs.log(OFFSETS_TOPIC, partition)
             groups.update(replay_partition(log_.name, self._counted(log_.batches())))

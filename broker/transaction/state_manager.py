@@ -33,15 +33,19 @@ class TransactionStateManager:
         self.notify_append = notify_append
         self.num_partitions = config["transaction.state.log.num.partitions"]
         self.segment_bytes = config["transaction.state.log.segment.bytes"]
+        self.config = config
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
 
     def load(self) -> dict[str, TransactionMetadata]:
         """Create __transaction_state if missing, then replay every partition of it."""
-        topic = open_internal_topic(self.logs, TRANSACTION_STATE_TOPIC, self.num_partitions, self.segment_bytes)
-        self.num_partitions = topic.num_partitions
+        topic = open_internal_topic(self.logs, TRANSACTION_STATE_TOPIC, self.num_partitions, self.segment_bytes,
+                                    self.config)
         transactions: dict[str, TransactionMetadata] = {}
+        if topic is None:
+            return transactions
+        self.num_partitions = topic.num_partitions
         for partition in range(topic.num_partitions):
             log_ = self.logs.log(TRANSACTION_STATE_TOPIC, partition)
             for hdr, data in log_.batches():

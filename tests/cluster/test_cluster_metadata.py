@@ -174,3 +174,4 @@ def test_reassignment_moves_a_partition_onto_a_new_broker(start_cluster):
         [f"after-{i}".encode() for i in range(100)]
     cluster.wait_until(lambda: len({cluster.log_bytes(n, "moved") for n in (2, 3, 4)}) == 1, 30,
                        "the new replica byte-identical")
+    assert cluster.log_bytes(1, "moved") == b"", "the replica moved away keeps its records"
