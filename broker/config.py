@@ -165,8 +165,6 @@ SETTINGS: list[Setting] = [
     Setting("replica.lag.time.max.ms", int, 30_000, "A follower not caught up for this long leaves the ISR."),
     Setting("replica.fetch.wait.max.ms", int, 500, "How long a follower's fetch waits at the leader for data."),
     Setting("replica.fetch.max.bytes", int, 1_048_576, "Bytes a follower asks for per partition and fetch."),
-    Setting("inter.broker.listener.name", str, "",
-            "The listener brokers reach each other on (a PLAINTEXT one); empty: the first listener."),
     Setting("replica.high.watermark.checkpoint.interval.ms", int, 5_000,
             "How often a replica's high watermarks are written to replication-offset-checkpoint."),
     Setting("offsets.topic.replication.factor", int, 3,
