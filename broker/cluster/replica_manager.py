@@ -48,9 +48,9 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self._hw_waiters: list[tuple[int, asyncio.Future]] = []
         self.isr_change_pending = False
-        # an ISR this leader proposed and may already be in the store: until a newer state arrives its
-        # members count for the high watermark (Kafka's maximal ISR), so a follower being added is never
-        # in the store's ISR without the records acknowledged meanwhile
+        # ISRs this leader proposed that may be in the store: until a newer state arrives their members
+        # count for the high watermark (Kafka's maximal ISR), so a follower being added is never in the
+        # store's ISR without the records acknowledged meanwhile
         self.proposed_isr: tuple[int, ...] = ()
 
     @property
@@ -265,7 +265,8 @@ class ReplicaManager:
         partition.isr_change_pending = True
         current = partition.state
         proposed = current.with_isr(isr)
-        partition.proposed_isr = proposed.isr
+        # with every earlier proposal since the last state seen: a write whose answer was lost may have landed
+        partition.proposed_isr = tuple(dict.fromkeys(partition.proposed_isr + proposed.isr))
 
         async def propose():
             try:
@@ -276,11 +277,10 @@ class ReplicaManager:
                     await asyncio.sleep(self.expansion_delay_s)
                 if await self.store.alter_partition(partition.topic, partition.index, current, proposed):
                     log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, list(current.isr), list(isr))
-                else:
-                    partition.proposed_isr = ()
+                else:  # the newer state the watch brings replaces the proposal (apply)
                     log.info("%s-%d: ISR change to %s lost a race with a newer state", partition.topic,
                              partition.index, list(isr))
-            except Exception as exc:  # etcd unreachable, written or not (so still proposed): proposed again later
+            except Exception as exc:  # etcd unreachable, written or not: proposed again later
                 log.warning("%s-%d: ISR change failed: %s", partition.topic, partition.index, exc)
             finally:
                 partition.isr_change_pending = False
