@@ -87,6 +87,8 @@ SETTINGS: list[Setting] = [
     Setting("log.cleaner.max.compaction.lag.ms", int, 2**63 - 1, "A record is compacted at most this long after."),
     Setting("min.insync.replicas", int, 1, "In-sync replicas an acks=all produce needs."),
     Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame accepted."),
+    Setting("queued.max.requests", int, 500, "Requests read but not yet handled, all connections together; "
+            "past it connections stop reading.", at_least(1)),
     Setting("max.connections", int, 2**31 - 1,
             "Most client connections at once (also capped by the open-file limit).", between(0, 2**31 - 1)),
     Setting("max.connections.per.ip", int, 2**31 - 1, "Most connections from one address.", between(0, 2**31 - 1)),

@@ -1,20 +1,23 @@
 """How many connections the broker takes, from whom and how fast (Kafka's ConnectionQuotas).
 
 - ``max.connections``: all listeners together, further capped by the descriptors the open-file limit
-  leaves for connections (broker/descriptors.py), so accepting never fails with EMFILE;
+  leaves for connections (broker/descriptors.py), so accepting never fails with EMFILE; at the limit
+  the acceptors wait (server.py), as Kafka's do;
 - ``max.connections.per.ip`` and ``max.connections.per.ip.overrides`` (``host:count,...``);
 - ``max.connection.creation.rate`` (KIP-612): new connections a second; past it a new connection
   waits (is not read) until the rate allows it, as Kafka's acceptor waits;
 - the ``connection_creation_rate`` client quota of an ip entity (AlterClientQuotas, KIP-612): a
   connection from an address over it is closed.
 
-A connection over a count limit is closed as soon as it is accepted: the client sees the broker hang
-up before its first answer and reconnects after its backoff. Refusals are logged at most once a
-second, with their count, so a flood cannot flood the log.
+A connection over the per-address limits is closed as soon as it is accepted (Kafka's
+TooManyConnectionsException): the client sees the broker hang up before its first answer and
+reconnects after its backoff. Refusals are logged at most once a second, with their count, so a
+flood cannot flood the log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import Counter, deque
@@ -52,6 +55,20 @@ class ConnectionQuotas:
         self._created: deque[float] = deque()  # creation times in the last RATE_WINDOW_S
         self._refused = 0
         self._refusal_logged = 0.0
+        self.setting_up = 0  # accepted, not yet counted: a TLS handshake, a transport being made
+        self._slot_freed = asyncio.Event()
+        self._full_logged = 0.0
+
+    async def wait_for_slot(self) -> None:
+        """Return once the broker has fewer than max.connections connections (those being set up count)."""
+        while self.total + self.setting_up >= self.max_connections:
+            now = time.monotonic()
+            if now - self._full_logged >= 1.0:
+                log.warning("%d connections open, the limit is %d: new connections wait to be accepted",
+                            self.total + self.setting_up, self.max_connections)
+                self._full_logged = now
+            self._slot_freed.clear()
+            await self._slot_freed.wait()
 
     def admit(self, ip: str) -> bool:
         """Count a new connection from ``ip`` in, or refuse it (False) past a count limit."""
@@ -69,8 +86,14 @@ class ConnectionQuotas:
         self.total += 1
         return True
 
+    def set_up_done(self) -> None:
+        """An accepted connection is set up (counted by admit) or failed to be."""
+        self.setting_up -= 1
+        self._slot_freed.set()
+
     def release(self, ip: str) -> None:
         self.total -= 1
+        self._slot_freed.set()
         self.by_ip[ip] -= 1
         if self.by_ip[ip] <= 0:
             del self.by_ip[ip]

@@ -2,9 +2,12 @@
 
 Like Kafka's socket server, a connection handles one request at a time and
 answers in order: pipelined requests wait in a queue while a handler that
-must wait (a long-polling Fetch) runs. Reading pauses while that queue or
-the socket's send buffer is full, so a client that never reads its responses
-cannot make the broker buffer without bound.
+must wait (a long-polling Fetch) runs. A connection handles at most
+_REQUESTS_PER_TURN requests before the others get a turn. It reads nothing
+more while a request it sent waits to be handled (as Kafka mutes a channel
+with a request in flight), while its socket's send buffer is full (a client
+that never reads its responses cannot make the broker buffer without bound)
+and, taking turns, while the broker-wide queued.max.requests wait (request_queue.py).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from .client_quotas import client_quota_throttle
 from .connection_quotas import ConnectionQuotas
 from .handlers import HANDLERS, api_versions
 from .listeners import Listener
+from .request_queue import RequestQueue
 from .security import authorization, sasl, tls
 from .session import Session
 from .loopback import LoopbackChannel
@@ -38,7 +42,8 @@ from .metrics import BrokerMetrics
 log = logging.getLogger("moldau.server")
 
 CLEANER_SWITCH_INTERVAL_S = 0.0005
-_MAX_QUEUED_FRAMES = 16
+_LISTEN_BACKLOG = 1024
+_REQUESTS_PER_TURN = 16  # then the other connections get a turn
 # answers collected before they go to the transport: past this the transport's flow control
 # (pause_writing) must get a say, or a client that never reads has every queued request answered in memory
 _OUTBOX_LIMIT = 64 * 1024
@@ -46,9 +51,13 @@ _OUTBOX_LIMIT = 64 * 1024
 
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, broker: Broker, listener: Listener, registry: set, drop_response: faults.ResponseDropper,
-                 quotas: ConnectionQuotas):
+                 quotas: ConnectionQuotas, request_queue: RequestQueue):
         self.broker = broker
         self.quotas = quotas
+        self.request_queue = request_queue
+        self.held = 0  # places of request_queue this connection's queued requests hold
+        self.turn_scheduled = False
+        self.read_granted = False  # the request queue is full, but this connection's turn to read came
         self.ip: str | None = None  # set once the connection is admitted (counted by the quotas)
         self.muted_until = 0.0  # loop time before which requests wait: creation rate, client quotas
         self.last_active = time.monotonic()  # for connections.max.idle.ms
@@ -103,6 +112,8 @@ class KafkaConnection(asyncio.Protocol):
         self.registry.discard(self)
         self.closed = True
         self.queue.clear()
+        self._hold_queue_places()
+        self.request_queue.forget(self)
         if self.parked_fetch is not None:
             self.parked_fetch.cancel()  # nobody is left to answer; Kafka drops it too
 
@@ -133,6 +144,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def data_received(self, data):
         self.last_active = time.monotonic()
+        self.read_granted = False
         try:
             frames = self.decoder.feed(data)
         except FrameError as exc:
@@ -143,10 +155,37 @@ class KafkaConnection(asyncio.Protocol):
 
     # ---- request processing ---------------------------------------------------
 
+    def room_available(self) -> None:
+        """This connection waited longest for the request queue, and a place came free: it reads once."""
+        self.read_granted = True
+        self._update_reading()
+
+    @property
+    def _can_handle(self) -> bool:
+        return not (self.busy or self.closed or self.write_paused or self.muted)
+
+    def _hold_queue_places(self) -> None:
+        """Queued requests hold places in the broker's request queue only while this connection could
+        handle them, and only those of its next turn: the rest, and any behind a request in progress, a
+        throttle or a full send buffer, wait for the connection, not for the broker (Kafka leaves them
+        in the socket), and the connection reads nothing more meanwhile."""
+        wanted = min(len(self.queue), _REQUESTS_PER_TURN) if self._can_handle else 0
+        if wanted > self.held:
+            self.request_queue.hold(wanted - self.held)
+        elif wanted < self.held:
+            self.request_queue.release(self.held - wanted)
+        self.held = wanted
+
     def _update_reading(self):
         if self.closed:
             return
-        want_pause = self.write_paused or self.muted or len(self.queue) >= _MAX_QUEUED_FRAMES
+        self._hold_queue_places()
+        want_pause = self.write_paused or self.muted or bool(self.queue)
+        if not want_pause and self.request_queue.full and not self.read_granted:
+            want_pause = True
+            self.request_queue.wait(self)
+        else:
+            self.request_queue.forget(self)
         if want_pause and not self.read_paused:
             self.transport.pause_reading()
             self.read_paused = True
@@ -155,8 +194,14 @@ class KafkaConnection(asyncio.Protocol):
             self.read_paused = False
 
     def _process(self):
-        while self.queue and not self.busy and not self.closed and not self.write_paused and not self.muted:
+        self.turn_scheduled = False
+        for _ in range(_REQUESTS_PER_TURN):
+            if not self.queue or not self._can_handle:
+                break
             frame = self.queue.popleft()
+            if self.held:  # its place is free once its handling starts
+                self.held -= 1
+                self.request_queue.release(1)
             try:
                 self._handle(frame)
             except (FrameError, codec.DecodeError) as exc:
@@ -164,6 +209,9 @@ class KafkaConnection(asyncio.Protocol):
             except Exception:
                 log.exception("handler failed; closing connection from %s", self.peer)
                 self.close("internal error")
+        if self.queue and self._can_handle and not self.turn_scheduled:  # the rest after the others' turns
+            self.turn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._process)
         self._flush()
         self._update_reading()
 
@@ -269,6 +317,7 @@ class KafkaConnection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, reason)
             self.closed = True
             self.queue.clear()
+            self._hold_queue_places()
             self.transport.close()
 
 
@@ -324,15 +373,18 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         servers.append(await broker.metrics.serve(metrics_socket))
         tasks.append(asyncio.ensure_future(broker.metrics.sample_loop_lag()))
     quotas = ConnectionQuotas(broker.config, broker.budget.connections if broker.budget else None, broker.quotas)
+    request_queue = RequestQueue(broker.config["queued.max.requests"])
     for listener, sock in bound.items():
         def connection(listener=listener):
-            return KafkaConnection(broker, listener, connections, drop_response, quotas)
+            return KafkaConnection(broker, listener, connections, drop_response, quotas, request_queue)
 
         if listener.tls:
-            sock.listen(1024)
-            servers.append(_TlsServer(sock, asyncio.ensure_future(tls.accept(sock, listener.ssl_context, connection))))
+            def set_up(client, address, connection=connection, context=listener.ssl_context):
+                return tls.handshake(loop, client, address, context, connection)
         else:
-            servers.append(await loop.create_server(connection, sock=sock))
+            def set_up(client, address, connection=connection):
+                return _connect_accepted(loop, client, connection)
+        servers.append(_Acceptor(sock, asyncio.ensure_future(_accept(sock, quotas, set_up))))
         log.info("listening on %s (%s)", listener, listener.security_protocol)
     tasks.append(asyncio.ensure_future(_close_idle_connections(broker, connections)))
     tasks.append(asyncio.ensure_future(_flush_periodically(broker)))
@@ -354,8 +406,46 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
             await server.wait_closed()
 
 
-class _TlsServer:
-    """A TLS listener's socket and its accept loop, closed like an asyncio Server."""
+async def _accept(sock: socket.socket, quotas: ConnectionQuotas, set_up) -> None:
+    """A listener's acceptor: accepts connections until cancelled, each set up (``set_up``: a coroutine
+    making its KafkaConnection, after a TLS handshake on a TLS listener) on its own. At
+    max.connections it waits for one to close before accepting the next, as Kafka's acceptor does: a new
+    client's connection waits in the listen backlog, neither answered nor refused, until a place frees
+    or the client's own timeout gives up (Kafka's clients: request.timeout.ms, librdkafka's
+    socket.timeout.ms)."""
+    loop = asyncio.get_running_loop()
+    sock.listen(_LISTEN_BACKLOG)
+    sock.setblocking(False)
+    while True:
+        await quotas.wait_for_slot()
+        try:
+            client, address = await loop.sock_accept(sock)
+        except OSError as exc:  # out of file descriptors: keep serving the connections there are
+            log.error("accept failed on %s: %s", sock.getsockname(), exc)
+            await asyncio.sleep(0.1)
+            continue
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        quotas.setting_up += 1
+        asyncio.ensure_future(_counted_set_up(quotas, set_up(client, address)))
+
+
+async def _counted_set_up(quotas: ConnectionQuotas, setting_up) -> None:
+    try:
+        await setting_up
+    finally:
+        quotas.set_up_done()
+
+
+async def _connect_accepted(loop, client: socket.socket, connection) -> None:
+    try:
+        await loop.connect_accepted_socket(connection, client)
+    except OSError as exc:  # the client went away before its connection was set up
+        log.debug("accepted connection lost at once: %s", exc)
+        client.close()
+
+
+class _Acceptor:
+    """A listener's socket and its accept loop, closed like an asyncio Server."""
 
     def __init__(self, sock: socket.socket, accepting: asyncio.Future):
         self.sock = sock

@@ -117,24 +117,12 @@ def _escape(value: str) -> str:
     return out[:-1] + "\\ " if out.endswith(" ") else out
 
 
-async def accept(sock: socket.socket, context: ssl.SSLContext, make_connection: Callable[[], asyncio.Protocol]):
-    """Accept connections on a TLS listener's socket until cancelled; each runs its handshake on its own.
+async def handshake(loop, client: socket.socket, address, context: ssl.SSLContext,
+                    make_connection: Callable[[], asyncio.Protocol]) -> None:
+    """Set up an accepted connection with its TLS handshake.
 
     Not create_server(ssl=...): its failed or timed-out handshakes vanish without a word. Here each one is
     logged with the client's address and closes that socket only."""
-    loop = asyncio.get_running_loop()
-    sock.setblocking(False)
-    while True:
-        try:
-            client, address = await loop.sock_accept(sock)
-        except OSError as exc:  # out of file descriptors: keep serving the connections there are
-            log.error("accept failed on %s: %s", sock.getsockname(), exc)
-            await asyncio.sleep(0.1)
-            continue
-        asyncio.ensure_future(_handshake(loop, client, address, context, make_connection))
-
-
-async def _handshake(loop, client: socket.socket, address, context, make_connection) -> None:
     try:
         await loop.connect_accepted_socket(make_connection, client, ssl=context,
                                            ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)

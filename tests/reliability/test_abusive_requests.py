@@ -260,10 +260,10 @@ def test_a_flood_of_producer_ids_is_bounded_per_partition(start_broker):
 
 
 @pytest.mark.timeout(180)
-def test_connections_beyond_the_descriptor_budget_are_refused_not_starving_files(limited_broker):
+def test_connections_beyond_the_descriptor_budget_wait_not_starving_files(limited_broker):
     """Under a 1024 open-file limit, 1,100 connections: those past what the limit leaves for connections
-    are closed at once (max.connections is capped by it), so creating a topic and producing still get
-    their files, and accept() never fails with EMFILE."""
+    wait in the listen backlog, not accepted (max.connections is capped by it), so creating a topic and
+    producing still get their files, and accept() never fails with EMFILE."""
     b = limited_broker().start()
     held = []
     try:

@@ -52,19 +52,48 @@ def test_max_connections_per_ip_and_its_overrides(start_broker):
     assert "refused 1 connection(s)" in b.log_text() and "max.connections.per.ip is 2" in b.log_text()
 
 
+def answered_within(s: socket.socket, seconds: float) -> bool:
+    """Is an ApiVersions sent on ``s`` answered within ``seconds`` (False: no answer yet, the connection open)?"""
+    s.sendall(wire.api_versions_v0(1))
+    s.settimeout(seconds)
+    try:
+        wire.recv_frame(s)
+        return True
+    except TimeoutError:
+        return False
+
+
 @pytest.mark.timeout(120)
-def test_max_connections_counts_every_address(start_broker):
+def test_max_connections_makes_new_connections_wait(start_broker):
+    """At max.connections (all addresses together) the broker stops accepting, as Kafka's acceptor does: a
+    new connection waits in the listen backlog, neither answered nor closed, and is served once another
+    closes. A stock client connecting meanwhile gets its own timeout, and succeeds after."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
     b = start_broker({"max.connections": 6})
     held = []
     try:
         with Bystander(b.port, "bystander") as bystander:  # one connection of the six
-            held = [connect_from(b.port) for _ in range(7)]
-            assert [served(s) for s in held] == [True] * 5 + [False] * 2
-            time.sleep(1)  # the bystander goes on being served meanwhile
+            held = [connect_from(b.port) for _ in range(5)]
+            assert all(served(s) for s in held)
+            waiting = connect_from(b.port)  # the kernel completes the handshake: the client sees it connected
+            held.append(waiting)
+            assert not answered_within(waiting, 1.5), "a connection past max.connections was served"
+            admin = AdminClient({"bootstrap.servers": b.bootstrap, "socket.connection.setup.timeout.ms": 1000})
+            with pytest.raises(KafkaException):
+                admin.list_topics(timeout=2)
+            held[0].close()  # a place frees: the longest waiting connection is accepted and answered
+            waiting.settimeout(10)
+            wire.recv_frame(waiting)
+            assert served(waiting)
+            held[1].close()
+            assert "bystander" in admin.list_topics(timeout=10).topics, "the stock client connects once there is room"
         bystander.check()
     finally:
         for s in held:
             s.close()
+    assert "6 connections open, the limit is 6: new connections wait to be accepted" in b.log_text()
 
 
 @pytest.mark.timeout(120)
