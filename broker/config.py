@@ -169,6 +169,8 @@ SETTINGS: list[Setting] = [
     Setting("replica.fetch.max.bytes", int, 1_048_576, "Bytes a follower asks for per partition and fetch."),
     Setting("replica.high.watermark.checkpoint.interval.ms", int, 5_000,
             "How often a replica's high watermarks are written to replication-offset-checkpoint."),
+    Setting("request.timeout.ms", int, 30_000,
+            "How long a broker waits for another's answer, and a marker for its replicas.", between(1, 2**31 - 1)),
     Setting("offsets.topic.replication.factor", int, 3,
             "Replicas of __consumer_offsets (as many as there are live brokers if fewer)."),
     Setting("transaction.state.log.replication.factor", int, 3,

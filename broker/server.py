@@ -30,13 +30,13 @@ from . import faults
 from .broker import Broker, now_ms
 from .config import ConfigError
 from .client_quotas import client_quota_throttle
+from .cluster.channel import InterBrokerChannel
 from .connection_quotas import ConnectionQuotas
 from .handlers import HANDLERS, api_versions
 from .listeners import Listener
 from .request_queue import RequestQueue
 from .security import authorization, sasl, tls
 from .session import Session
-from .loopback import LoopbackChannel
 from .metrics import BrokerMetrics
 
 log = logging.getLogger("moldau.server")
@@ -359,7 +359,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
     connections: set[KafkaConnection] = set()
     await broker.open()
     broker.groups.start()
-    broker.transactions.start(LoopbackChannel(broker))
+    broker.transactions.start(InterBrokerChannel(broker, f"broker-{broker.node_id}-txn-marker-sender"))
     drop_response = faults.response_dropper()
     if drop_response.every:
         log.warning("fault injection: dropping every %dth Produce response", drop_response.every)

@@ -1,4 +1,4 @@
-"""A connection from this broker to another: one Kafka request at a time, answered in order."""
+"""A connection from this broker to another: one Kafka request at a time (callers queue), answered in order."""
 
 from __future__ import annotations
 
@@ -17,14 +17,16 @@ class BrokerConnection:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
+        self._lock = asyncio.Lock()  # one request in flight: its response is the next frame
 
     async def request(self, address: tuple[str, int], api: str, version: int, body: dict, timeout_s: float) -> dict:
         """Send one request and return the decoded response; raises OSError or TimeoutError (and closes)."""
-        try:
-            return await asyncio.wait_for(self._roundtrip(address, api, version, body), timeout_s)
-        except BaseException:
-            self.close()
-            raise
+        async with self._lock:
+            try:
+                return await asyncio.wait_for(self._roundtrip(address, api, version, body), timeout_s)
+            except BaseException:
+                self.close()
+                raise
 
     async def _roundtrip(self, address, api, version, body) -> dict:
         if self._writer is None or self.address != address:

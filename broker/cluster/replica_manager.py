@@ -147,6 +147,14 @@ class Partition:
             if entry in self._hw_waiters:
                 self._hw_waiters.remove(entry)
 
+    async def wait_for_replication(self, offset: int, timeout_s: float) -> ErrorCode:
+        """acks=all once appended below ``offset``: the error its writer gets (NONE once committed)."""
+        if await self.wait_for_high_watermark(offset, timeout_s):
+            if len(self.state.isr) < self.log.config.min_insync_replicas:
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return ErrorCode.NONE
+        return ErrorCode.REQUEST_TIMED_OUT if self.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
+
     def _complete_waiters(self, lost_leadership: bool = False) -> None:
         hw = self.high_watermark
         keep = []

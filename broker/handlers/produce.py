@@ -164,17 +164,10 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
 
 async def _wait_for_replicas(response: dict, waits: list, timeout_ms: int) -> dict:
     """Delayed produce: each waiting partition's answer once its high watermark passes the batch."""
-    done = await asyncio.gather(*(p.wait_for_high_watermark(offset, timeout_ms / 1000) for p, offset, _ in waits))
-    for (partition, _, result), reached in zip(waits, done):
-        if reached:
-            if len(partition.state.isr) < partition.log.config.min_insync_replicas:
-                result["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        elif not partition.is_leader:
-            result["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        else:
-            result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-        if result["error_code"]:
-            result["base_offset"] = -1
+    errors = await asyncio.gather(*(p.wait_for_replication(offset, timeout_ms / 1000) for p, offset, _ in waits))
+    for (_, _, result), error in zip(waits, errors):
+        if error:
+            result["error_code"], result["base_offset"] = error, -1
     return response
 
 

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from helpers.kafka import COMMON, create_topic, make_messages, produce_all
 from helpers.odd_requests import send_odd_requests
+from helpers.txn_wire import wait_for
 from helpers.wire import WireClient
 from protocol.records import build_batch
 
@@ -308,7 +309,9 @@ def test_admin_clients_see_the_transaction_state(broker):
             KTopicPartition("admin-txn", 1)].active_producers
         assert (producer.producer_id, producer.current_transaction_start_offset) == (pid, 0)
 
-        p.commit_transaction(DEADLINE_S)
+        p.commit_transaction(DEADLINE_S)  # answered at PrepareCommit; CompleteCommit follows the markers
+        wait_for(lambda: admin.describe_transactions(["admin-app"])["admin-app"].state != TransactionState.PREPARE_COMMIT,
+                 "the commit markers are written")
         done = admin.describe_transactions(["admin-app"])["admin-app"]
         assert (done.state, done.topic_partitions) == (TransactionState.COMPLETE_COMMIT, set())
         (producer,) = admin.describe_producers([KTopicPartition("admin-txn", 1)])[
