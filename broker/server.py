@@ -253,10 +253,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         if self.broker.metrics:
             self.broker.metrics.request(handler.name, started, request, result)
-        if result is not None and self.drop_response(handler.name):
-            self.close(f"fault injection ({faults.DROP_RESPONSE_ENV}): {handler.name} response dropped")
-        else:
-            self._reply(handler.name, header, result, usage)
+        self._answer(handler.name, header, result, usage)
         if before_authentication:
             self._after_sasl_request()
 
@@ -272,7 +269,7 @@ class KafkaConnection(asyncio.Protocol):
             if self.broker.metrics:
                 self.broker.metrics.request(name, started, request, result)
             if not self.closed:
-                self._reply(name, header, result, usage)
+                self._answer(name, header, result, usage)
             if self.session.close_reason:  # a failed authentication, answered after its delay
                 self.close(self.session.close_reason)
         except Exception:
@@ -282,6 +279,14 @@ class KafkaConnection(asyncio.Protocol):
             self.busy = False
             self.parked_fetch = None
         self._process()
+
+    def _answer(self, name: str, header, result: dict | None, usage: tuple[int, float]) -> None:
+        """Reply, unless the lost-acknowledgement fault hook closes the connection instead
+        (also after an acks=all wait: the records are then on the in-sync replicas)."""
+        if result is not None and self.drop_response(name):
+            self.close(f"fault injection ({faults.DROP_RESPONSE_ENV}): {name} response dropped")
+        else:
+            self._reply(name, header, result, usage)
 
     def _reply(self, name: str, header, result: dict | None, usage: tuple[int, float]) -> None:
         """Send the answer (None: none, Produce with acks=0) with the throttle time client quotas give,

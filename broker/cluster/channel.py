@@ -3,11 +3,11 @@
 The transaction coordinator's WriteTxnMarkers go to each partition's
 leader. To this broker they go through the LoopbackChannel; to another,
 over one BrokerConnection per destination, to the address the metadata
-cache has for it (its first advertised listener, as replica fetchers use).
-A failed or timed-out request closes its connection, and the next one
-reconnects -- to a new address too, if the broker registered another. The
-connection speaks plaintext Kafka: brokers reach each other only through a
-PLAINTEXT listener (README, Security).
+cache has for it (the advertised address of inter.broker.listener.name, as
+replica fetchers use). A failed or timed-out request closes its connection,
+and the next one reconnects -- to a new address too, if the broker
+registered another. The connection speaks plaintext Kafka: brokers reach
+each other only through a PLAINTEXT listener (README, Cluster).
 """
 
 from __future__ import annotations

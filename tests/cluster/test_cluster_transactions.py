@@ -1,5 +1,6 @@
-"""Transactions across a three-broker cluster: markers travel to other brokers' partitions, follow a
-partition whose leader moved, and carry the coordinator epoch that fences an older coordinator.
+"""Exactly-once across a three-broker cluster: transaction markers travel to other brokers' partitions,
+follow a partition whose leader moved, and carry the coordinator epoch that fences an older coordinator;
+idempotent retries are deduplicated by a new leader.
 
 Real etcd, three broker processes (helpers.cluster), and raw requests where a client library cannot
 say what is tested.
@@ -7,43 +8,19 @@ say what is tested.
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka import ElectionType, Producer, TopicPartition
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
+from helpers.cluster_txn import DEADLINE_S, NONE, consume, create_placed, find_coordinator
 from helpers.txn_wire import begin, end_txn, log_end, lso
 from helpers.wire import WireClient
 
 pytestmark = pytest.mark.timeout(180)
 
-NONE, INVALID_REQUEST, TRANSACTION_COORDINATOR_FENCED = 0, 42, 52
-TRANSACTION_KEY = 1  # FindCoordinator's key type of a transactional id
-DEADLINE_S = 40
-
-
-def find_coordinator(cluster, transactional_id: str) -> int:
-    """The node the cluster names as the id's transaction coordinator."""
-    def ask() -> int:
-        broker = next(b for b in cluster.brokers.values() if b.alive())
-        with WireClient(broker.port) as c:
-            (found,) = c.request("FindCoordinator", 4, {"key_type": TRANSACTION_KEY,
-                                                        "coordinator_keys": [transactional_id]})["coordinators"]
-        return found["node_id"] if found["error_code"] == NONE else -1
-
-    cluster.wait_until(lambda: ask() >= 0, 30, f"a coordinator for {transactional_id}")
-    return ask()
-
-
-def create_placed(cluster, name: str, replicas: list[list[int]]) -> None:
-    """A topic whose partition i has replicas[i] (the first leads)."""
-    broker = next(b for b in cluster.brokers.values() if b.alive())
-    with WireClient(broker.port) as c:
-        r = c.request("CreateTopics", 5, {"timeout_ms": 30000, "validate_only": False, "topics": [{
-            "name": name, "num_partitions": -1, "replication_factor": -1, "configs": [],
-            "assignments": [{"partition_index": i, "broker_ids": ids} for i, ids in enumerate(replicas)]}]})
-    assert r["topics"][0]["error_code"] == NONE, r
-    cluster.wait_until(lambda: cluster.full_isr(name, len(replicas), len(replicas[0])), 30, f"{name} replicated")
-    assert [cluster.leader(name, i) for i in range(len(replicas))] == [ids[0] for ids in replicas]
+INVALID_REQUEST, TRANSACTION_COORDINATOR_FENCED = 42, 52
 
 
 def test_markers_reach_partitions_other_brokers_lead(start_cluster):
@@ -108,3 +85,42 @@ def test_a_marker_from_an_older_coordinator_epoch_is_fenced(start_cluster):
     assert admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)[tp] is None
     cluster.wait_until(lambda: cluster.leader("fenced") == 1, 30, "broker 1 leading fenced-0 again")
     assert marker(1, 0) == TRANSACTION_COORDINATOR_FENCED, "a restart rebuilt it from the log"
+
+
+def test_idempotent_retries_across_a_leader_change_are_deduplicated(start_cluster, monkeypatch):
+    """The leader drops a Produce response after its in-sync replicas have the batch (a lost
+    acknowledgement) and is killed before the producer retries: the retry reaches the new leader, which
+    knows the batch from the replicated producer state and answers it without storing it again."""
+    monkeypatch.setenv("MOLDAU_FAULT_DROP_RESPONSE_EVERY", "10")
+    cluster = start_cluster(3, min_insync_replicas=2)
+    cluster.create_topic("dedup", partitions=1, replication_factor=3)
+    leader = cluster.leader("dedup")
+    retry_backoff_ms = 4000  # the producer's retry waits this long: the kill comes first
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 2, "retry.backoff.ms": retry_backoff_ms, "retry.backoff.max.ms": retry_backoff_ms,
+                  "message.timeout.ms": 120000, "broker.address.family": "v4"})
+    acked, failed = [], []
+
+    def on_delivery(err, m):
+        (failed if err else acked).append(err or (m.value(), m.offset()))
+
+    values = [f"{i:05d}".encode() for i in range(2000)]
+    sent = 0
+    log_start = cluster.brokers[leader].log_offset()
+    while "response dropped" not in cluster.brokers[leader].log_since(log_start):
+        assert sent < 1000, "no Produce response was dropped"
+        for v in values[sent:sent + 5]:
+            p.produce("dedup", v, partition=0, on_delivery=on_delivery)
+        sent += 5
+        p.poll(0.05)
+    dropped_at = time.monotonic()
+    cluster.brokers[leader].kill()
+    assert time.monotonic() - dropped_at < retry_backoff_ms / 1000 / 2, "killed before the retry"
+    for v in values[sent:]:
+        p.produce("dedup", v, partition=0, on_delivery=on_delivery)
+        p.poll(0)
+    assert p.flush(90) == 0
+    assert failed == []
+    assert cluster.leader("dedup") not in (leader, -1)
+    assert sorted(v for v, _ in acked) == values and len({o for _, o in acked}) == len(values)
+    assert [v for _, _, v in consume(cluster, [("dedup", 0)], len(values))] == values, "each record once, in order"

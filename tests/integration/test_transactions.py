@@ -155,8 +155,9 @@ def test_an_open_transaction_holds_read_committed_readers_at_the_last_stable_off
     assert [o for o, _ in read(broker.bootstrap, [tp], "read_uncommitted", until={tp: 6})[tp]] == list(range(6))
     assert [o for o, _ in read(broker.bootstrap, [tp], "read_committed", seconds=1.5)[tp]] == [0, 1]
 
-    p.commit_transaction(DEADLINE_S)
+    p.commit_transaction(DEADLINE_S)  # answered at PrepareCommit: the marker follows
     with WireClient(broker.port) as c:
+        wait_for(lambda: list_offset(c, *tp, READ_UNCOMMITTED) == 7, "the commit marker at 6")
         assert list_offset(c, *tp, READ_COMMITTED) == 7, "the marker at 6 ends it"
     got = read(broker.bootstrap, [tp], "read_committed", until={tp: 7})[tp]
     assert [o for o, _ in got] == list(range(6))
@@ -204,14 +205,19 @@ def test_a_hung_transaction_is_aborted_after_its_timeout(start_broker):
     other.commit_transaction(DEADLINE_S)  # offsets 3 and its marker 4, behind the open transaction
 
     with WireClient(b.port) as c:
-        assert (list_offset(c, *tp, READ_COMMITTED), list_offset(c, *tp, READ_UNCOMMITTED)) == (0, 5)
+        wait_for(lambda: list_offset(c, *tp, READ_UNCOMMITTED) == 5, "the commit marker at 4")
+        assert list_offset(c, *tp, READ_COMMITTED) == 0
         while list_offset(c, *tp, READ_COMMITTED) == 0:
             assert time.monotonic() - began < 15, "the coordinator never aborted the transaction"
             time.sleep(0.1)
         assert time.monotonic() - began > 2.5, "aborted before its 3 s timeout"
         assert list_offset(c, *tp, READ_COMMITTED) == 6, "the abort marker at 5 ends it"
-        state = c.request("DescribeTransactions", 0, {"transactional_ids": ["hung-app"]})["transaction_states"][0]
-        assert (state["transaction_state"], state["producer_epoch"]) == ("CompleteAbort", 1), "aborted with a bump"
+
+        def state() -> dict:
+            return c.request("DescribeTransactions", 0, {"transactional_ids": ["hung-app"]})["transaction_states"][0]
+
+        wait_for(lambda: state()["transaction_state"] != "PrepareAbort", "CompleteAbort after the marker")
+        assert (state()["transaction_state"], state()["producer_epoch"]) == ("CompleteAbort", 1), "aborted with a bump"
     assert values(read(b.bootstrap, [tp], "read_committed", until={tp: 6})[tp]) == [b"after"]
     with pytest.raises(KafkaException) as fenced:
         hung.commit_transaction(10)

@@ -1,3 +1,4 @@
+import java.io.PrintStream;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -28,7 +29,9 @@ public final class TransactionsV2 {
     public static void main(String[] a) throws Exception {
         String bootstrap = a[0], topic = a[1], transactionalId = a[2], group = a[4];
         int count = Integer.parseInt(a[3]);
-        System.out.println("{\"op\": \"start\", \"version\": \"" + AppInfoParser.getVersion() + "\"}");
+        PrintStream out = System.out;
+        System.setOut(System.err); // console loggers write to stderr; stdout carries results only
+        out.println("{\"op\": \"start\", \"version\": \"" + AppInfoParser.getVersion() + "\"}");
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("transactional.id", transactionalId);
@@ -51,7 +54,7 @@ public final class TransactionsV2 {
                 } else {
                     producer.abortTransaction();
                 }
-                System.out.println("{\"op\": \"txn\", \"i\": " + i + ", \"committed\": " + commit + "}");
+                out.println("{\"op\": \"txn\", \"i\": " + i + ", \"committed\": " + commit + "}");
             }
         }
         Properties c = new Properties();
@@ -75,7 +78,7 @@ public final class TransactionsV2 {
                 }
             }
         }
-        System.out.println("{\"op\": \"read\", \"values\": [" + String.join(", ", values) + "]}");
-        System.out.println("{\"op\": \"done\"}");
+        out.println("{\"op\": \"read\", \"values\": [" + String.join(", ", values) + "]}");
+        out.println("{\"op\": \"done\"}");
     }
 }

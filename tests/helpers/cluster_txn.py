@@ -1,0 +1,61 @@
+"""Transactions in a test cluster (helpers.cluster): who coordinates, partitions placed on chosen
+leaders, and what consumers read."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+
+from helpers.wire import WireClient
+
+NONE = 0
+TRANSACTION_KEY = 1  # FindCoordinator's key type of a transactional id
+DEADLINE_S = 40
+
+
+def find_coordinator(cluster, transactional_id: str) -> int:
+    """The node the cluster names as the id's transaction coordinator."""
+    def ask() -> int:
+        broker = next(b for b in cluster.brokers.values() if b.alive())
+        with WireClient(broker.port) as c:
+            (found,) = c.request("FindCoordinator", 4, {"key_type": TRANSACTION_KEY,
+                                                        "coordinator_keys": [transactional_id]})["coordinators"]
+        return found["node_id"] if found["error_code"] == NONE else -1
+
+    cluster.wait_until(lambda: ask() >= 0, 30, f"a coordinator for {transactional_id}")
+    return ask()
+
+
+def create_placed(cluster, name: str, replicas: list[list[int]]) -> None:
+    """A topic whose partition i has replicas[i] (the first leads)."""
+    broker = next(b for b in cluster.brokers.values() if b.alive())
+    with WireClient(broker.port) as c:
+        r = c.request("CreateTopics", 5, {"timeout_ms": 30000, "validate_only": False, "topics": [{
+            "name": name, "num_partitions": -1, "replication_factor": -1, "configs": [],
+            "assignments": [{"partition_index": i, "broker_ids": ids} for i, ids in enumerate(replicas)]}]})
+    assert r["topics"][0]["error_code"] == NONE, r
+    cluster.wait_until(lambda: cluster.full_isr(name, len(replicas), len(replicas[0])), 30, f"{name} replicated")
+    assert [cluster.leader(name, i) for i in range(len(replicas))] == [ids[0] for ids in replicas]
+
+
+def consume(cluster, tps: list[tuple[str, int]], expected: int, isolation: str = "read_uncommitted",
+            timeout: float = DEADLINE_S, settle: float = 1.0) -> list[tuple[str, int, bytes]]:
+    """(topic, partition, value) of what a consumer reads from offset 0: until ``expected`` records (then
+    ``settle`` s more, so a duplicate would show) or the timeout."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"check-{time.monotonic_ns()}",
+                         "isolation.level": isolation, "enable.auto.commit": False, "broker.address.family": "v4",
+                         "topic.metadata.refresh.interval.ms": 1000})
+    try:
+        consumer.assign([TopicPartition(t, i, 0) for t, i in tps])
+        got = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = consumer.poll(0.2)
+            if m is not None and not m.error():
+                got.append((m.topic(), m.partition(), m.value()))
+            if len(got) >= expected:
+                deadline = min(deadline, time.monotonic() + settle)
+        return got
+    finally:
+        consumer.close()
