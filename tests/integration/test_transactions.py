@@ -450,6 +450,8 @@ def test_the_wire_protocol_rules(broker):
         while offset_fetch(c, "wire-group", "wire-txn") != (NONE, 1):
             assert time.monotonic() < deadline, "the committed offset never became visible"
             time.sleep(0.05)
+        wait_for(lambda: c.request("DescribeTransactions", 0, {"transactional_ids": ["wire"]})[
+            "transaction_states"][0]["transaction_state"] == "CompleteCommit", "CompleteCommit after the markers")
         assert end_txn(c, txn, committed=True) == NONE, "a retried commit"
         assert end_txn(c, txn, committed=False) == INVALID_TXN_STATE
 
@@ -486,6 +488,7 @@ def test_after_a_crash_open_transactions_time_out_and_idle_ids_expire(start_brok
         while list_offset(c, "restart-txn", 0, READ_COMMITTED) != 2:
             assert time.monotonic() < deadline, "the transaction open at the crash was never aborted"
             time.sleep(0.05)
+        wait_for(lambda: describe(c, "open-at-crash")["transaction_state"] != "PrepareAbort", "CompleteAbort")
         state = describe(c, "open-at-crash")
         assert (state["transaction_state"], state["producer_epoch"]) == ("CompleteAbort", 1)
         while describe(c, "idle")["error_code"] != TRANSACTIONAL_ID_NOT_FOUND:
