@@ -628,12 +628,10 @@ class Log:
             )
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         for segment in self._segments[self._segment_index(offset) :]:
-            found = segment.find_position(offset)
-            if found is None:
+            position = segment.batch_position(offset)
+            if position is None:
                 continue
-            position, hdr = found
-            if hdr.base_offset >= limit:
-                return b"", None, 0
+            # a batch at or past the limit ends the read where it starts: nothing is returned
             return segment.read(position, max_bytes, self._end_position(segment, limit), min_one), segment, position
         return b"", None, 0
 

@@ -28,6 +28,9 @@ BATCH_CHUNK = 1024 * 1024
 # Bytes read per pread when CRC-checking a whole segment during recovery.
 RECOVERY_CHUNK = 8 * 1024 * 1024
 
+# Read ends remembered per segment (one or two per reader of the partition)
+_READ_ENDS = 16
+
 _BATCH_LENGTH = struct.Struct(">i")
 _BATCH_LENGTH_AT = 8
 
@@ -38,13 +41,19 @@ def file_name(base_offset: int, suffix: str) -> str:
 
 def whole_batches_length(buf: bytes) -> int:
     """Length of the longest prefix of ``buf`` made of whole batches."""
-    end = 0
+    return whole_batches(buf)[0]
+
+
+def whole_batches(buf: bytes) -> tuple[int, int]:
+    """(length of the longest prefix of ``buf`` made of whole batches, where the last of them starts)."""
+    end = last = 0
     while len(buf) - end >= LOG_OVERHEAD:
         size = LOG_OVERHEAD + _BATCH_LENGTH.unpack_from(buf, end + _BATCH_LENGTH_AT)[0]
         if size < HEADER_SIZE or end + size > len(buf):
             break
+        last = end
         end += size
-    return end
+    return end, last
 
 
 class Truncation(NamedTuple):
@@ -93,6 +102,9 @@ class LogSegment:
         self._reset_tracking()
 
     def _reset_tracking(self) -> None:
+        # where reads ended: {offset: position of the batch a reader asking for it next gets}, so a
+        # sequential reader (a consumer, a follower) finds its batch without an index search
+        self._read_ends: dict[int, int] = {}
         self.next_offset = self.base_offset  # offset after the last batch
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset  # base offset of the batch holding it
@@ -231,10 +243,22 @@ class LogSegment:
         if offset >= self.next_offset:
             return None
         _, start = self.offset_index.lookup(offset)
-        for position, hdr, _, _ in self._scan(start, self.size):
+        # the batch holding the offset starts within an index interval (and a batch) of the entry
+        for position, hdr, _, _ in self._scan(start, self.size, chunk_size=self.index_interval_bytes + HEADER_SIZE):
             if hdr.next_offset > offset:
                 return position, hdr
         return None
+
+    def batch_position(self, offset: int) -> int | None:
+        """Position of the batch holding ``offset`` (or of the first one after it, in a compacted gap),
+        or None if it is past this segment. Where an earlier read ended, no search and no read."""
+        if offset >= self.next_offset:
+            return None
+        position = self._read_ends.get(offset)
+        if position is None:
+            found = self.find_position(offset)
+            position = None if found is None else found[0]
+        return position
 
     def find_timestamp(self, timestamp: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose max timestamp is >= ``timestamp``."""
@@ -254,14 +278,22 @@ class LogSegment:
         if limit < HEADER_SIZE:
             return b""
         data = os.pread(self._fd, min(max(max_bytes, HEADER_SIZE), limit), position)
-        first = read_header(data).size
-        if first > max_bytes and not min_one:
+        first = read_header(data)
+        if first.size > max_bytes and not min_one:
             return b""
-        if first > len(data):
-            return os.pread(self._fd, min(first, limit), position)
-        end = whole_batches_length(data)
+        if first.size > len(data):
+            data = os.pread(self._fd, min(first.size, limit), position)
+            self._read_ended(first.next_offset, position + len(data))
+            return data
+        end, last = whole_batches(data)
+        self._read_ended(read_header(data, last).next_offset, position + end)
         # a view, not a slice: the tail is dropped without copying a megabyte again
         return data if end == len(data) else memoryview(data)[:end]
+
+    def _read_ended(self, next_offset: int, position: int) -> None:
+        if len(self._read_ends) >= _READ_ENDS:  # more readers than that at once: start over
+            self._read_ends.clear()
+        self._read_ends[next_offset] = position
 
     def batches(self, position: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every batch from ``position`` to the current end, with its bytes."""

@@ -78,6 +78,21 @@ def test_read_respects_max_bytes_with_whole_batches(log_dir):
     log.close()
 
 
+def test_a_sequential_reader_after_truncation_gets_the_new_batches(log_dir):
+    """Where a read ended is remembered for the reader's next read; a truncation forgets it, so the
+    batches appended since are found, not whatever now lies at the remembered position."""
+    log = Log(log_dir, LogConfig())
+    fill(log, 4)
+    assert [h.base_offset for h in split_batches(log.read(0, 2 * BATCH))] == [0, 3]
+    assert [h.base_offset for h in split_batches(log.read(6, 2 * BATCH))] == [6, 9]  # from where it ended
+    log.truncate_to(0)
+    append(log, make_batch(10, tag=7))
+    data = log.read(6, 10 * BATCH)
+    assert [(h.base_offset, h.next_offset) for h in split_batches(data)] == [(0, 10)]
+    assert values(data)[0].startswith(b"7:")
+    log.close()
+
+
 def test_read_returns_a_first_batch_larger_than_max_bytes(log_dir):
     log = Log(log_dir, LogConfig())
     append(log, make_batch(3, value_size=5_000))
