@@ -26,6 +26,7 @@ from .group import GroupCoordinator
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 from .security import authorizer
 from .security.scram_credentials import CREDENTIALS_FILE, ScramCredentials
+from .security.tls_reload import ListenerContexts
 from .transaction import TransactionCoordinator
 
 log = logging.getLogger("moldau.broker")
@@ -94,6 +95,7 @@ class Broker:
         self.slow_disk = faults.slow_disk(config.log_dir)
         self.scram_credentials = ScramCredentials(config.log_dir / CREDENTIALS_FILE)
         self.authorizer = authorizer.from_config(config)
+        self.tls_contexts = ListenerContexts(self)
         self.fetch_purgatory = FetchPurgatory()
         self.metrics = None  # a BrokerMetrics while metrics.port serves Prometheus
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])

@@ -155,6 +155,9 @@ SETTINGS: list[Setting] = [
     Setting("sasl.server.max.receive.size", int, 524288, "Largest request accepted before authentication."),
     Setting("connection.failed.authentication.delay.ms", int, 100,
             "How long a failed authentication waits before its answer and the close."),
+    Setting("connections.max.reauth.ms", int, 0,
+            "SASL session lifetime (KIP-368): a client must re-authenticate within it or its next request closes "
+            "the connection; 0: sessions never expire."),
     # the cluster (docs/architecture.md); without etcd.connect the broker runs alone
     Setting("etcd.connect", str, "", "etcd endpoints host:port[,host:port...][/chroot]; empty: a standalone broker."),
     Setting("etcd.session.timeout.ms", int, 18_000, "A broker is gone when etcd has not heard from it this long."),

@@ -226,6 +226,11 @@ class KafkaConnection(asyncio.Protocol):
         if before_authentication and handler.name not in sasl.BEFORE_AUTHENTICATION:
             self.close(f"{handler.name} request before SASL authentication")
             return
+        if session.expires_at is not None and time.monotonic() > session.expires_at \
+                and handler.name not in ("SaslHandshake", "SaslAuthenticate"):
+            self.close(f"{handler.name} request after the SASL session of {session.principal} expired "
+                       "(connections.max.reauth.ms) without re-authentication")
+            return
         version = header.api_version
         if not handler.min_version <= version <= handler.max_version:
             if handler.name == "ApiVersions":
@@ -254,7 +259,7 @@ class KafkaConnection(asyncio.Protocol):
         if self.broker.metrics:
             self.broker.metrics.request(handler.name, started, request, result)
         self._answer(handler.name, header, result, usage)
-        if before_authentication:
+        if before_authentication or session.close_reason:
             self._after_sasl_request()
 
     def _after_sasl_request(self) -> None:
@@ -384,8 +389,10 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
             return KafkaConnection(broker, listener, connections, drop_response, quotas, request_queue)
 
         if listener.tls:
-            def set_up(client, address, connection=connection, context=listener.ssl_context):
-                return tls.handshake(loop, client, address, context, connection)
+            broker.tls_contexts.contexts[listener.name] = listener.ssl_context
+
+            def set_up(client, address, connection=connection, name=listener.name):  # the context of the moment
+                return tls.handshake(loop, client, address, broker.tls_contexts.contexts[name], connection)
         else:
             def set_up(client, address, connection=connection):
                 return _connect_accepted(loop, client, connection)

@@ -116,10 +116,11 @@ TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 
 def alter(broker, resource_type: int, name: str, configs, validate_only: bool) -> tuple[int, str | None]:
     """Replace a topic's configs with ``configs(its current configs, the LogConfig in force)``
-    (or refuse, when that returns an error message); persisted in the topic catalog.
+    (or refuse, when that returns an error message); persisted in the topic catalog. For the broker
+    resource ``configs`` is {name: value, None to go back to server.properties}.
     Returns (error code, message)."""
-    if resource_type == BROKER_RESOURCE:
-        return ErrorCode.INVALID_REQUEST, "broker configs are static: set them in server.properties"
+    if resource_type == BROKER_RESOURCE:  # only its TLS stores change without a restart
+        return broker.tls_contexts.alter(name, configs, validate_only)
     if resource_type != TOPIC_RESOURCE:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported"
     topic = broker.logs.topic(name)

@@ -13,8 +13,10 @@ def handle(broker, request, header) -> dict:
         wanted = {c["name"]: c["value"] for c in resource["configs"]}
         refusal = config_refusal(broker.authorizer, header, "AlterConfigs", resource["resource_type"],
                                  resource["resource_name"])
+        changes = wanted if resource["resource_type"] == topic_configs.BROKER_RESOURCE else \
+            lambda current, in_force: wanted
         code, message = (refusal, None) if refusal else topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
-                                            lambda current, in_force: wanted, request["validate_only"])
+                                            changes, request["validate_only"])
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": resource["resource_type"], "resource_name": resource["resource_name"]})
     return {"throttle_time_ms": 0, "responses": responses}

@@ -1,6 +1,7 @@
 """IncrementalAlterConfigs: set, delete, append to or subtract from single topic configs."""
 
 from broker import topic_configs
+from broker.errors import ErrorCode
 from broker.security.authorization import config_refusal
 from storage.config import LOG_CONFIG_NAMES
 
@@ -48,13 +49,23 @@ def _changes(ops: list[dict]):
     return apply
 
 
+def _changes_of(resource: dict):
+    if resource["resource_type"] != topic_configs.BROKER_RESOURCE:
+        return _changes(resource["configs"])
+    # the broker's TLS stores: SET a value or DELETE it (back to server.properties)
+    return {op["name"]: op["value"] if op["config_operation"] == SET else None for op in resource["configs"]}
+
+
 def handle(broker, request, header) -> dict:
     responses = []
     for resource in request["resources"]:
         refusal = config_refusal(broker.authorizer, header, "AlterConfigs", resource["resource_type"],
                                  resource["resource_name"])
+        if resource["resource_type"] == topic_configs.BROKER_RESOURCE and any(
+                op["config_operation"] not in (SET, DELETE) for op in resource["configs"]):
+            refusal = ErrorCode.INVALID_REQUEST  # no broker config that changes at run time is a list
         code, message = (refusal, None) if refusal else topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
-                                            _changes(resource["configs"]), request["validate_only"])
+                                            _changes_of(resource), request["validate_only"])
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": resource["resource_type"], "resource_name": resource["resource_name"]})
     return {"throttle_time_ms": 0, "responses": responses}

@@ -34,6 +34,7 @@ class SaslSettings:
 
     mechanisms: tuple[str, ...]
     plain_users: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    max_reauth_ms: dict[str, int] = field(default_factory=dict, compare=False)  # by mechanism; 0: no expiry
 
 
 def listener_settings(config: BrokerConfig, listener: str) -> SaslSettings:
@@ -56,18 +57,30 @@ def listener_settings(config: BrokerConfig, listener: str) -> SaslSettings:
             raise ConfigError(f"PLAIN on listener {listener} needs users: "
                               f"listener.name.{listener.lower()}.plain.sasl.jaas.config="
                               f'{jaas.PLAIN_LOGIN_MODULE} required user_<name>="<password>" ...;')
-    return SaslSettings(mechanisms, users)
+    reauth = {m: int(config.for_listener(listener, "connections.max.reauth.ms", mechanism=m)) for m in mechanisms}
+    if any(ms < 0 for ms in reauth.values()):
+        raise ConfigError(f"connections.max.reauth.ms of listener {listener} must not be negative")
+    return SaslSettings(mechanisms, users, reauth)
 
 
 class SaslServer:
-    """One connection's authentication: handshake, then the mechanism's exchange."""
+    """One connection's authentication: handshake, then the mechanism's exchange; again for each
+    re-authentication (KIP-368), which must keep the mechanism and the user."""
 
-    def __init__(self, settings: SaslSettings, credentials: ScramCredentials):
+    def __init__(self, settings: SaslSettings, credentials: ScramCredentials, previous: SaslServer | None = None):
         self.settings = settings
         self.credentials = credentials
+        self.previous = previous  # the completed authentication this one renews
         self.mechanism: str | None = None
         self.user: str | None = None  # known once the client has named itself
         self._scram: scramp.ScramServer | None = None
+
+    def renewal(self) -> SaslServer:
+        return SaslServer(self.settings, self.credentials, previous=self)
+
+    @property
+    def session_lifetime_ms(self) -> int:
+        return self.settings.max_reauth_ms.get(self.mechanism, 0)
 
     def handshake(self, mechanism: str) -> bool:
         """True if the listener offers ``mechanism``; the authentication that follows uses it."""
@@ -78,9 +91,14 @@ class SaslServer:
 
     def authenticate(self, token: bytes) -> tuple[bytes, bool]:
         """The answer to one client message and whether authentication is complete; AuthenticationFailed."""
-        if self.mechanism == "PLAIN":
-            return self._plain(token), True
-        return self._scram_step(token)
+        if self.previous is not None and self.mechanism != self.previous.mechanism:
+            raise AuthenticationFailed(f"SASL mechanism '{self.mechanism}' requested by client is not supported "
+                                       f"for re-authentication of mechanism '{self.previous.mechanism}'")
+        answer, done = (self._plain(token), True) if self.mechanism == "PLAIN" else self._scram_step(token)
+        if done and self.previous is not None and self.user != self.previous.user:
+            raise AuthenticationFailed(f"Cannot change principals during re-authentication from "
+                                       f"User:{self.previous.user}: User:{self.user}")
+        return answer, done
 
     def _plain(self, token: bytes) -> bytes:
         parts = token.split(b"\0")
