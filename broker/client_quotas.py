@@ -3,6 +3,12 @@
 its quota is given (it gets its answer at once, with ``throttle_time_ms``, and its connection is
 not read again until that time has passed -- KIP-219).
 
+``producer_ids_rate`` (KIP-936, proposed for Kafka and not in its releases yet): new producer ids a
+second a user's Produce requests may bring to this broker, a bound on the idempotent producer state a
+principal can make the partitions keep. A producer id counts once while the user used it within the
+quota windows; past the rate, a batch with an id new to the user is refused with
+THROTTLING_QUOTA_EXCEEDED (which clients retry) and the answer is throttled.
+
 Entities are ``user`` (the connection's principal; ANONYMOUS without authentication), ``client-id``
 and their pair, a name of None meaning the default for all; a request is held to the most specific
 quota that matches it, in Kafka's order. Rates are measured per (user, client-id) over
@@ -28,8 +34,9 @@ CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 CONNECTION_CREATION_RATE = "connection_creation_rate"
+PRODUCER_IDS_RATE = "producer_ids_rate"
 KEYS_BY_ENTITY = {
-    (USER,): {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE},
+    (USER,): {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE, PRODUCER_IDS_RATE},
     (CLIENT_ID,): {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE},
     (CLIENT_ID, USER): {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE},
     (IP,): {CONNECTION_CREATION_RATE},
@@ -89,6 +96,7 @@ class ClientQuotas:
         self.windows, self.window_size_s = windows, window_size_s
         self.values: dict[Entity, dict[str, float]] = {}
         self._rates: dict[tuple[str, str, str], _Rate] = {}
+        self._producer_ids: dict[str, dict[int, float]] = {}  # user -> producer id -> last used, oldest first
         if self.path.exists():
             for item in json.loads(self.path.read_text()):
                 self.values[tuple((t, n) for t, n in item["entity"])] = dict(item["values"])
@@ -139,6 +147,23 @@ class ClientQuotas:
                       if (value := self.values.get(entity, {}).get(CONNECTION_CREATION_RATE)) is not None), None)
         return self._measure((CONNECTION_CREATION_RATE, ip, ""), bound, 1, now)
 
+    def admit_producer_id(self, user: str, producer_id: int, now: float | None = None) -> int:
+        """KIP-936: 0 if ``user`` may write with ``producer_id`` (one it used within the quota windows, or a
+        new one within its producer_ids_rate), else the throttle time in ms."""
+        if not any(PRODUCER_IDS_RATE in self.values.get(entity, ()) for entity in (((USER, user),), ((USER, None),))):
+            return 0
+        now = time.monotonic() if now is None else now
+        seen = self._producer_ids.setdefault(user, {})
+        while seen and next(iter(seen.values())) <= now - self.windows * self.window_size_s:
+            del seen[next(iter(seen))]  # unused for longer than the windows: counts as new again
+        if seen.pop(producer_id, None) is None:
+            over = self.exceeded(PRODUCER_IDS_RATE, user, "", now)
+            if over:
+                return over
+            self.record(PRODUCER_IDS_RATE, user, "", 1, now)
+        seen[producer_id] = now
+        return 0
+
     def _measure(self, sensor: tuple[str, str, str], bound: float | None, amount: float, now: float | None) -> int:
         if bound is None:
             return 0
@@ -187,6 +212,19 @@ def client_quota_throttle(quotas: ClientQuotas, api: str, header, result: dict |
 
 
 QUOTA_EXCEEDED = "The throttling quota has been exceeded."
+
+
+class ProducerIds:
+    """One Produce request's producer ids against its user's producer_ids_rate (KIP-936)."""
+
+    def __init__(self, quotas: ClientQuotas, header) -> None:
+        self.quotas, self.user = quotas, user_of(header.session)
+        self.throttle_ms = 0
+
+    def admit(self, producer_id: int) -> bool:
+        throttle = self.quotas.admit_producer_id(self.user, producer_id)
+        self.throttle_ms = max(self.throttle_ms, throttle)
+        return throttle == 0
 
 
 class ControllerMutations:

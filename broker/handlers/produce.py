@@ -13,12 +13,15 @@ the ISR before appending (NOT_ENOUGH_REPLICAS) and answers once the high
 watermark has passed the batch -- waiting without holding up the event loop --
 or REQUEST_TIMED_OUT at the request's timeout, or
 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile.
+A batch with a producer id new to its user past the user's producer_ids_rate
+is THROTTLING_QUOTA_EXCEEDED (client_quotas.py, KIP-936).
 """
 
 import asyncio
 import logging
 
 from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
+from broker.client_quotas import QUOTA_EXCEEDED, ProducerIds
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 from protocol.records import NO_PRODUCER_ID, BatchHeader, CorruptRecord, iter_records, parse_produce_records
@@ -104,7 +107,7 @@ def _topic_problem(broker, log_, records, hdr: BatchHeader, acks: int) -> tuple[
 
 
 def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, version: int, now: int,
-            waits: list) -> dict:
+            waits: list, producer_ids: ProducerIds) -> dict:
     index = part["index"]
     partition, code = broker.replicas.leader_partition(topic.name, index)
     if partition is None:
@@ -136,6 +139,8 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
         return _partition_result(index, ErrorCode.INVALID_TIMESTAMP, message=problem)
     if hdr.is_control:
         return _partition_result(index, ErrorCode.INVALID_RECORD, message="clients may not write control batches")
+    if hdr.producer_id != NO_PRODUCER_ID and not producer_ids.admit(hdr.producer_id):
+        return _partition_result(index, ErrorCode.THROTTLING_QUOTA_EXCEEDED, message=QUOTA_EXCEEDED)
     if hdr.is_transactional and hdr.producer_id != NO_PRODUCER_ID:
         error = _verify_transaction(broker, transactional_id, hdr, (topic.name, index),
                                     version >= ADDS_PARTITIONS_SINCE)
@@ -179,6 +184,7 @@ def handle(broker, request, header):
     # auto-creation here runs on the event loop at once: a few partitions a request (the rest
     # UNKNOWN_TOPIC_OR_PARTITION, which clients retry after a Metadata request creates them in steps)
     creatable = CREATE_STEP
+    producer_ids = ProducerIds(broker.quotas, header)
     authorizer = broker.authorizer
     txn_denied = (authorizer.enabled and request["transactional_id"] is not None
                   and not authorizer.authorize(header, "Write", TRANSACTIONAL_ID, request["transactional_id"]))
@@ -206,12 +212,12 @@ def handle(broker, request, header):
         if topic is None:
             results = [_partition_result(p["index"], code) for p in parts]
         else:
-            results = [_append(broker, topic, p, request["transactional_id"], acks, header.api_version, now, waits)
-                       for p in parts]
+            results = [_append(broker, topic, p, request["transactional_id"], acks, header.api_version, now, waits,
+                               producer_ids) for p in parts]
         responses.append({"name": name, "partition_responses": results})
     if acks == 0:
         return None
-    response = {"responses": responses, "throttle_time_ms": 0}
+    response = {"responses": responses, "throttle_time_ms": producer_ids.throttle_ms}
     if waits:
         return _wait_for_replicas(response, waits, request["timeout_ms"])
     return response

@@ -287,3 +287,55 @@ def test_java_admin_sets_client_quotas_and_its_producer_is_throttled(start_broke
     with wire.WireClient(b.port) as c:
         assert describe_quotas(c, [("client-id", 0, "java-slow")]) == {
             (("client-id", "java-slow"),): {"producer_byte_rate": 20000.0}}
+
+
+@pytest.mark.timeout(120)
+def test_producer_ids_rate_refuses_a_flood_of_new_producer_ids(start_broker):
+    """KIP-936's producer_ids_rate (a user quota): a client inventing a producer id per request gets
+    THROTTLING_QUOTA_EXCEEDED and a throttle time past the rate, so the partition's producer state stops
+    growing; an idempotent producer of the same user that keeps writing with its id is not refused."""
+    from confluent_kafka import Producer
+
+    from helpers.bystander import produce_body
+    from protocol.frames import decode_response, encode_request
+    from protocol.records import build_batch
+
+    b = start_broker({"quota.window.num": 2})  # rates over 2 s
+    with wire.WireClient(b.port) as c:
+        assert alter_quotas(c, {"user": None}, {"producer_ids_rate": 10.0}) == [0]
+        assert alter_quotas(c, {"client-id": "x"}, {"producer_ids_rate": 10.0}) == [INVALID_REQUEST], "users only"
+        assert describe_quotas(c, [("user", 1, None)]) == {(("user", None),): {"producer_ids_rate": 10.0}}
+    with Bystander(b.port, "bystander") as bystander:
+        steady = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+        failures = []
+
+        def delivered(err, msg):
+            if err is not None:
+                failures.append(err)
+
+        steady.produce("bystander", b"steady", on_delivery=delivered)
+        assert steady.flush(30) == 0
+        codes, throttles = [], []
+        for pid in range(1000, 1200):  # a connection and a new producer id per request
+            if pid % 10 == 0:  # the steady producer writes with its id every ~10 requests
+                steady.produce("bystander", b"steady", on_delivery=delivered)
+                steady.poll(0)
+            with wire.connect(b.port) as s:
+                s.sendall(encode_request("Produce", 9, 1, "inventor", produce_body(
+                    "bystander", build_batch([(None, b"x")], producer_id=pid, producer_epoch=0, base_sequence=0))))
+                _, r = decode_response("Produce", 9, wire.recv_frame(s))
+            codes.append(r["responses"][0]["partition_responses"][0]["error_code"])
+            throttles.append(r["throttle_time_ms"])
+        assert steady.flush(30) == 0
+        with wire.WireClient(b.port) as c:
+            r = c.request("DescribeProducers", 0, {"topics": [{"name": "bystander", "partition_indexes": [0]}]})
+            remembered = len(r["topics"][0]["partitions"][0]["active_producers"])
+    bystander.check()
+    admitted, refused = codes.count(0), codes.count(THROTTLING_QUOTA_EXCEEDED)
+    print(f"{admitted} producer ids admitted, {refused} refused, longest throttle {max(throttles)} ms; "
+          f"{remembered} producers remembered; bystander worst {bystander.worst:.3f}s")
+    assert admitted + refused == len(codes), set(codes)
+    assert refused > 100 and admitted < 100, (admitted, refused)
+    assert max(throttles) > 0 and all(t == 0 for c, t in zip(codes, throttles) if c == 0)
+    assert not failures, failures[:3]
+    assert remembered == admitted + 1, (remembered, admitted)  # the steady producer and the admitted ones
