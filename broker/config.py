@@ -51,6 +51,8 @@ SETTINGS: list[Setting] = [
             "Security protocol of each listener name, NAME:PROTOCOL,..."),
     Setting("inter.broker.listener.name", str, "",
             "The listener other brokers fetch from (its advertised address); empty: the first listener."),
+    Setting("sasl.mechanism.inter.broker.protocol", str, "GSSAPI",
+            "The SASL mechanism brokers log in with when inter.broker.listener.name is a SASL listener."),
     Setting("log.dirs", str, "", "Data directory (default: log.dir); one directory, JBOD is not supported."),
     Setting("log.dir", str, "./moldau-data", "Data directory when log.dirs is not set."),
     Setting("node.id", int, 1, "This broker's id."),

@@ -95,7 +95,7 @@ def resolve(config: BrokerConfig) -> list[Listener]:
         if name not in bound:
             raise ConfigError(f"advertised.listeners: {name} is not one of the listeners ({', '.join(bound)})")
     _check_per_listener(config, bound)
-    _check_inter_broker_listener(config, bound, mapping)
+    _check_inter_broker_listener(config, bound)
     listeners = []
     for name, (host, port) in bound.items():
         protocol = mapping.get(name)
@@ -112,17 +112,11 @@ def resolve(config: BrokerConfig) -> list[Listener]:
     return listeners
 
 
-def _check_inter_broker_listener(config: BrokerConfig, bound: dict, mapping: dict) -> None:
-    """inter.broker.listener.name: one of the listeners, and PLAINTEXT: a broker's own connections to
-    others (replica fetches) speak neither TLS nor SASL yet."""
+def _check_inter_broker_listener(config: BrokerConfig, bound: dict) -> None:
+    """inter.broker.listener.name: one of the listeners (how brokers log in there: cluster/client_security.py)."""
     name = str(config["inter.broker.listener.name"]).upper()
-    if not name:
-        return
-    if name not in bound:
+    if name and name not in bound:
         raise ConfigError(f"inter.broker.listener.name: {name} is not one of the listeners ({', '.join(bound)})")
-    if mapping.get(name, "PLAINTEXT") != "PLAINTEXT":
-        raise ConfigError(f"inter.broker.listener.name: listener {name} uses {mapping.get(name)}; brokers connect "
-                          "to each other over PLAINTEXT only")
 
 
 def _check_per_listener(config: BrokerConfig, bound: dict) -> None:

@@ -6,8 +6,8 @@ over one BrokerConnection per destination, to the address the metadata
 cache has for it (the advertised address of inter.broker.listener.name, as
 replica fetchers use). A failed or timed-out request closes its connection,
 and the next one reconnects -- to a new address too, if the broker
-registered another. The connection speaks plaintext Kafka: brokers reach
-each other only through a PLAINTEXT listener (README, Cluster).
+registered another. The connection speaks that listener's security protocol
+(client_security.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ class InterBrokerChannel:
             raise ConnectionRefusedError(f"broker {node_id} is not a live broker")
         connection = self.connections.get(node_id)
         if connection is None:
-            connection = self.connections[node_id] = BrokerConnection(self.client_id)
+            connection = self.connections[node_id] = BrokerConnection(self.client_id,
+                                                                      self.broker.store.client_security)
         return await connection.request((destination.host, destination.port), api, version, body,
                                          self.broker.config["request.timeout.ms"] / 1000)
 

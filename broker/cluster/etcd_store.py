@@ -35,6 +35,7 @@ from storage.catalog import TopicMetadata
 from storage.errors import TopicExists, UnknownTopic
 from storage.files import decode_uuid, encode_uuid, random_uuid
 
+from . import client_security
 from .controller import Controller
 from .etcd_security import ACLS, SCRAM, ClusterSecurity
 from .fetcher import ReplicaFetcherManager
@@ -77,6 +78,7 @@ class EtcdMetadataStore(MetadataStore):
         self.lease = None
         self.topics: dict[str, TopicMetadata] = {}  # as etcd has them
         self.controller = Controller(self)
+        self.client_security = client_security.from_config(broker.config)
         broker.replicas.fetchers = ReplicaFetcherManager(broker)
         self._tasks: list[asyncio.Task] = []
         self._creating: set[str] = set()

@@ -60,7 +60,7 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], object] = {}
         self.wake = asyncio.Event()
-        self.connection = BrokerConnection(f"moldau-replica-fetcher-{broker.node_id}")
+        self.connection = BrokerConnection(f"moldau-replica-fetcher-{broker.node_id}", broker.store.client_security)
         self.task = asyncio.ensure_future(self._run())
 
     def stop(self) -> None:

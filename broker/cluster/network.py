@@ -7,12 +7,15 @@ import struct
 
 from protocol.frames import decode_response, encode_request
 
+from .client_security import ClientSecurity
+
 _SIZE = struct.Struct(">i")
 
 
 class BrokerConnection:
-    def __init__(self, client_id: str) -> None:
+    def __init__(self, client_id: str, security: ClientSecurity) -> None:
         self.client_id = client_id
+        self.security = security  # TLS and SASL of inter.broker.listener.name
         self.address: tuple[str, int] | None = None
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -31,8 +34,12 @@ class BrokerConnection:
     async def _roundtrip(self, address, api, version, body) -> dict:
         if self._writer is None or self.address != address:
             self.close()
-            self._reader, self._writer = await asyncio.open_connection(*address)
+            self._reader, self._writer = await self.security.open(*address)
             self.address = address
+            await self.security.authenticate(self._exchange)
+        return await self._exchange(api, version, body)
+
+    async def _exchange(self, api: str, version: int, body: dict) -> dict:
         self._correlation_id += 1
         self._writer.write(encode_request(api, version, self._correlation_id, self.client_id, body))
         await self._writer.drain()

@@ -13,6 +13,7 @@ import logging
 
 from storage.catalog import TopicMetadata
 
+from .client_security import ClientSecurity
 from .controller import requested_election
 from .metadata import (
     BrokerInfo,
@@ -30,6 +31,7 @@ class MetadataStore:
     """What both implementations share: replica assignment for new topics and partitions."""
 
     cache: MetadataCache
+    client_security = ClientSecurity()  # a standalone broker connects to no other
 
     def __init__(self, broker) -> None:
         self.broker = broker

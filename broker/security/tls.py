@@ -59,14 +59,14 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
         if get("ssl.keystore.location"):
             context.load_cert_chain(get("ssl.keystore.location"), password=password)
         elif get("ssl.keystore.key") and get("ssl.keystore.certificate.chain"):
-            _load_cert_chain_text(context, get("ssl.keystore.key"), get("ssl.keystore.certificate.chain"), password)
+            load_cert_chain_text(context, get("ssl.keystore.key"), get("ssl.keystore.certificate.chain"), password)
         else:
             raise ConfigError(f"listener {listener} needs ssl.keystore.location "
                               "(or ssl.keystore.key and ssl.keystore.certificate.chain)")
         if get("ssl.truststore.location"):
             context.load_verify_locations(cafile=get("ssl.truststore.location"))
         elif get("ssl.truststore.certificates"):
-            context.load_verify_locations(cadata=_normalize_pem(get("ssl.truststore.certificates")))
+            context.load_verify_locations(cadata=normalize_pem(get("ssl.truststore.certificates")))
         elif client_auth != "none":
             raise ConfigError(f"ssl.client.auth={client_auth} on listener {listener} needs a trust store "
                               "(ssl.truststore.location or ssl.truststore.certificates)")
@@ -76,12 +76,12 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     return context
 
 
-def _load_cert_chain_text(context: ssl.SSLContext, key: str, chain: str, password: str | None) -> None:
+def load_cert_chain_text(context: ssl.SSLContext, key: str, chain: str, password: str | None) -> None:
     # the ssl module loads key stores from files only; this one lives just long enough to be read
     fd, path = tempfile.mkstemp(suffix=".pem")
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(_normalize_pem(key) + _normalize_pem(chain))
+            f.write(normalize_pem(key) + normalize_pem(chain))
         context.load_cert_chain(path, password=password)
     finally:
         os.unlink(path)
@@ -90,7 +90,7 @@ def _load_cert_chain_text(context: ssl.SSLContext, key: str, chain: str, passwor
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
 
 
-def _normalize_pem(text: str) -> str:
+def normalize_pem(text: str) -> str:
     """PEM blocks rewrapped: a properties value may have lost its line breaks or spell them as \\n."""
     blocks = []
     for label, body in _PEM_BLOCK.findall(text.replace("\\n", "\n")):

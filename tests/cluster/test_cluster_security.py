@@ -9,9 +9,13 @@ from confluent_kafka.admin import (
     ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion,
 )
 
+from confluent_kafka.admin import AdminClient
+
 from conftest import free_port
 from helpers.cluster import Cluster
 from helpers.kafka import admin, producer
+from helpers.security import librdkafka_tls, tls_listener
+from helpers.startup import error_lines, serve_refused
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -83,3 +87,61 @@ def test_acls_and_scram_users_made_on_one_broker_hold_on_the_other(secured_clust
     cluster.wait_until(lambda: produce_error(one.sasl_bootstrap, "ledger", alice) == "TOPIC_AUTHORIZATION_FAILED",
                        60, "broker 1 to refuse alice")
     assert not (one.data_dir / "acls.json").exists() and not (one.data_dir / "scram-credentials.json").exists()
+
+
+BROKER_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
+               'password="broker-secret" user_broker="broker-secret" user_alice="alice-secret";')
+
+
+class SaslSslCluster(Cluster):
+    """Brokers whose only listener is SASL_SSL: the test's clients log in as alice."""
+
+    client_conf: dict = {}
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap, **self.client_conf})
+
+
+def test_brokers_with_only_a_sasl_ssl_listener_replicate_from_each_other(tmp_path, certs):
+    cluster = SaslSslCluster(tmp_path, 2, {
+        **tls_listener(certs, protocol="SASL_SSL"),
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": BROKER_JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:broker;User:alice",
+    })
+    cluster.client_conf = {**librdkafka_tls(certs, protocol="SASL_SSL"), "sasl.mechanism": "PLAIN",
+                           "sasl.username": "alice", "sasl.password": "alice-secret"}
+    try:
+        cluster.start()
+        # waits for the full ISR: each follower's fetcher logged in over TLS as User:broker
+        cluster.create_topic("guarded", partitions=2, replication_factor=2)
+        p, _ = producer(cluster.bootstrap, **cluster.client_conf, enable_idempotence=True)
+        for i in range(20):
+            p.produce("guarded", b"%d" % i, partition=i % 2)  # acks=all: each needs its follower's fetch
+        assert p.flush(60) == 0
+        for node in (1, 2):
+            cluster.wait_until(lambda: cluster.log_bytes(node, "guarded", 0) == cluster.log_bytes(3 - node, "guarded", 0)
+                               and cluster.log_bytes(node, "guarded", 1) == cluster.log_bytes(3 - node, "guarded", 1),
+                               30, "identical replicas")
+        assert all("denied" not in b.log_text() for b in cluster.brokers.values())
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.parametrize("overrides, words", [
+    ({}, ["sasl.mechanism.inter.broker.protocol=GSSAPI"]),
+    ({"sasl.mechanism.inter.broker.protocol": "PLAIN",
+      "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'},
+     ["username", "password"]),
+])
+def test_a_sasl_inter_broker_listener_the_brokers_cannot_log_in_to_stops_the_broker(tmp_path, overrides, words):
+    result = serve_refused({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "log.dirs": tmp_path,
+                            "sasl.enabled.mechanisms": "PLAIN",
+                            "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                                'username="a" password="b" user_a="b";',
+                            "etcd.connect": "127.0.0.1:1", **overrides})
+    lines = error_lines(result)
+    assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert all(word in lines[0] for word in words), lines[0]

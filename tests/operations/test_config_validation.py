@@ -22,8 +22,6 @@ from conftest import free_port
         ({"listeners": "PLAINTEXT://no-such-host.invalid:{port}"}, "cannot resolve host 'no-such-host.invalid'"),
         ({"log.dirs": "{data},{data}-2"}, "exactly one directory"),
         ({"inter.broker.listener.name": "INTERNAL"}, "inter.broker.listener.name: INTERNAL is not one of the listeners"),
-        ({"listeners": "PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:0", "inter.broker.listener.name": "SSL"},
-         "listener SSL uses SSL; brokers connect to each other over PLAINTEXT only"),
     ],
 )
 def test_bad_config_is_one_line_and_exit_code_2(tmp_path, overrides, says):
