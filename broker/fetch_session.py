@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from storage.log_manager import LogManager
 
 from .errors import ErrorCode
-from .log_read import FetchPartition, PartitionData, TopicPartition, fetchable_end, partition_log
+from .log_read import FOLLOWER, FetchPartition, PartitionData, TopicPartition, partition_log
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -171,9 +171,10 @@ class FetchContext:
             want = cached.request
             if key not in named and want.fetch_offset == cached.high_watermark:
                 log_ = partition_log(logs, key, want.topic_name)
+                # a consumer's end (high watermark, or the last stable offset below it) is then reached
                 if (log_ is not None and log_.high_watermark == cached.high_watermark
                         and log_.log_start_offset == cached.log_start_offset
-                        and fetchable_end(log_, isolation) <= want.fetch_offset):
+                        and (isolation != FOLLOWER or log_.log_end_offset <= want.fetch_offset)):
                     continue
             read[key] = want
         return read

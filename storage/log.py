@@ -96,9 +96,9 @@ class Log:
     ``repairs`` lists what loading had to fix.
 
     The last stable offset is where the earliest open transaction began (the
-    high watermark when none is open); read_committed readers get nothing at
-    or past it. Each segment's transaction index lists the transactions
-    aborted by a marker in that segment.
+    high watermark when none is open or it began past the high watermark);
+    read_committed readers get nothing at or past it. Each segment's
+    transaction index lists the transactions aborted by a marker in that segment.
     """
 
     def __init__(
@@ -294,7 +294,8 @@ class Log:
     @property
     def last_stable_offset(self) -> int:
         first_unstable = self.producer_state.first_unstable_offset
-        return self.high_watermark if first_unstable is None else first_unstable
+        high_watermark = self.high_watermark
+        return high_watermark if first_unstable is None else min(first_unstable, high_watermark)
 
     @property
     def active_segment(self) -> LogSegment:

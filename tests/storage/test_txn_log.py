@@ -70,6 +70,19 @@ def test_the_last_stable_offset_waits_for_the_earliest_open_transaction(log_dir)
     assert read_control_marker(data, len(data) - marker.size) == (0, 0)
 
 
+def test_the_last_stable_offset_never_passes_the_high_watermark(log_dir):
+    """A replicated partition's open transaction may begin past its high watermark; read_committed
+    readers still stop at the high watermark (Kafka: the LSO is the lesser of the two)."""
+    log = Log(log_dir, LogConfig())
+    append(log, plain(2))  # 0-1
+    append(log, plain(1))  # 2, not yet on the followers
+    append(log, txn_batch(1, 0))  # 3-4, open
+    log.set_high_watermark(2)
+    assert (log.last_stable_offset, log.high_watermark) == (2, 2)
+    data, _ = log.read_committed(0, 1 << 20)
+    assert [h.base_offset for h in split_batches(data)] == [0]
+
+
 def test_markers_are_not_sequenced_and_sequences_continue_after_them(log_dir):
     log = Log(log_dir, LogConfig())
     append(log, txn_batch(1, 0))
