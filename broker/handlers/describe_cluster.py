@@ -8,6 +8,13 @@ API = "DescribeCluster"
 VERSIONS = (0, 1)
 
 
+def _operations(broker, header) -> int:
+    """As Kafka: anyone may describe the cluster; its operations are listed to those with Describe on it."""
+    if not broker.authorizer.authorize(header, "Describe", CLUSTER, CLUSTER_NAME):
+        return 0
+    return broker.authorizer.authorized_operations(header, CLUSTER, CLUSTER_NAME)
+
+
 def handle(broker, request, header) -> dict:
     return {
         "throttle_time_ms": 0,
@@ -18,6 +25,6 @@ def handle(broker, request, header) -> dict:
         "controller_id": broker.store.cache.controller_id,
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
                     for b in broker.brokers(header)],
-        "cluster_authorized_operations": broker.authorizer.authorized_operations(header, CLUSTER, CLUSTER_NAME)
-        if request["include_cluster_authorized_operations"] else NOT_REQUESTED,
+        "cluster_authorized_operations": _operations(broker, header) if request["include_cluster_authorized_operations"]
+        else NOT_REQUESTED,
     }

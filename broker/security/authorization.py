@@ -27,7 +27,6 @@ WHOLE_REQUEST = {
     "LeaveGroup": [_GROUP_READ],
     "AddOffsetsToTxn": [_TXN_WRITE, _GROUP_READ],
     "EndTxn": [_TXN_WRITE],
-    "DescribeCluster": [_cluster("Describe")],
     "DescribeClientQuotas": [_cluster("DescribeConfigs")],
     "AlterClientQuotas": [_cluster("AlterConfigs")],
 }
@@ -35,7 +34,7 @@ CHECKED_IN_HANDLER = frozenset({
     "ApiVersions", "SaslHandshake", "SaslAuthenticate", "Metadata", "Produce", "Fetch", "ListOffsets",
     "OffsetCommit", "OffsetFetch", "TxnOffsetCommit", "AddPartitionsToTxn", "InitProducerId", "CreateTopics",
     "DeleteTopics", "DescribeGroups", "ListGroups", "FindCoordinator", "CreateAcls", "DescribeAcls", "DeleteAcls",
-    "AlterUserScramCredentials", "DescribeUserScramCredentials", "DescribeTopicPartitions", "DescribeConfigs",
+    "AlterUserScramCredentials", "DescribeUserScramCredentials", "DescribeCluster", "DescribeTopicPartitions", "DescribeConfigs",
     "AlterConfigs", "IncrementalAlterConfigs", "CreatePartitions", "DeleteGroups", "DescribeProducers",
     "DescribeTransactions", "ListTransactions", "OffsetForLeaderEpoch", "DeleteRecords", "OffsetDelete",
     "DescribeLogDirs", "ElectLeaders", "AlterPartitionReassignments", "ListPartitionReassignments", "WriteTxnMarkers",

@@ -239,6 +239,14 @@ def test_authorized_operations_are_what_the_principal_may_do(start_broker):
     assert topic == {"READ", "DESCRIBE", "ALTER_CONFIGS", "DESCRIBE_CONFIGS"}
     assert cluster == {"DESCRIBE"}
     assert group == {"DELETE", "DESCRIBE"}
+    # DescribeCluster needs no ACL, as in Kafka; without Describe on the cluster it lists no operations
+    # (kafka-python sends DescribeCluster; librdkafka's describe_cluster sends Metadata)
+    nobody = kafka_python_admin(broker.bootstrap, "nobody")
+    try:
+        described = nobody.describe_cluster()
+        assert len(described["brokers"]) == 1 and not described["authorized_operations"]
+    finally:
+        nobody.close()
 
 
 def test_a_client_certificates_subject_is_its_principal(start_broker, certs):
