@@ -102,12 +102,21 @@ class SaslSslCluster(Cluster):
         return AdminClient({"bootstrap.servers": self.bootstrap, **self.client_conf})
 
 
-def test_brokers_with_only_a_sasl_ssl_listener_replicate_from_each_other(tmp_path, certs):
+SCRAM_BROKER_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" ' \
+                    'password="broker-secret";'
+ALICE_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_brokers_with_only_a_sasl_ssl_listener_replicate_from_each_other(tmp_path, certs, mechanism):
+    logins = ({"listener.name.sasl_ssl.plain.sasl.jaas.config": BROKER_JAAS} if mechanism == "PLAIN" else
+              {"listener.name.sasl_ssl.plain.sasl.jaas.config": ALICE_JAAS,
+               "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_BROKER_JAAS})
     cluster = SaslSslCluster(tmp_path, 2, {
         **tls_listener(certs, protocol="SASL_SSL"),
-        "sasl.enabled.mechanisms": "PLAIN",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": BROKER_JAAS,
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": mechanism,
+        **logins,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:broker;User:alice",
     })
@@ -115,6 +124,12 @@ def test_brokers_with_only_a_sasl_ssl_listener_replicate_from_each_other(tmp_pat
                            "sasl.username": "alice", "sasl.password": "alice-secret"}
     try:
         cluster.start()
+        if mechanism != "PLAIN":  # the brokers' SCRAM user, shared through etcd
+            a = cluster.admin()
+            upsert = UserScramCredentialUpsertion("broker", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                                  b"broker-secret")
+            for future in a.alter_user_scram_credentials([upsert]).values():
+                future.result(30)
         # waits for the full ISR: each follower's fetcher logged in over TLS as User:broker
         cluster.create_topic("guarded", partitions=2, replication_factor=2)
         p, _ = producer(cluster.bootstrap, **cluster.client_conf, enable_idempotence=True)
