@@ -2,9 +2,9 @@
 
 A ``FaultProxy`` listens on a free port and forwards every connection to its
 target. Each connection belongs to a *source*: the proxy's fixed one (a
-broker's own proxy to an etcd member), or the node id a Kafka client id ends
-in, read from the connection's first request (``moldau-replica-fetcher-2`` is
-node 2), so one proxy in front of a broker's inter-broker listener can cut
+broker's own proxy to an etcd member), or the node id in its Kafka client id,
+read from the connection's first request (``moldau-replica-fetcher-2`` and
+``broker-2-txn-marker-sender`` are node 2), so one proxy in front of a broker's inter-broker listener can cut
 some brokers off and let others through. Per source the proxy
 
 - passes (the default);
@@ -24,16 +24,16 @@ import struct
 import threading
 
 PASS, DROP, BLACKHOLE = "pass", "drop", "blackhole"
-_NODE = re.compile(rb"(\d+)$")
+_NODE = re.compile(rb"\d+")  # moldau-replica-fetcher-2, broker-2-txn-marker-sender
 
 
 def kafka_source(first_frame: bytes) -> int | None:
-    """The node id the client id of a Kafka request ends in (request header v1+: int16-length client id)."""
+    """The node id in the client id of a Kafka request (request header v1+: int16-length client id)."""
     if len(first_frame) < 14:
         return None
     (length,) = struct.unpack_from(">h", first_frame, 12)
     found = _NODE.search(first_frame[14:14 + max(length, 0)])
-    return int(found.group(1)) if found else None
+    return int(found.group()) if found else None
 
 
 class FaultProxy:
