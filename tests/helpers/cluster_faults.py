@@ -1,12 +1,12 @@
 """The cluster fault loop the tests in tests/reliability/test_cluster_*.py share.
 
 A ``FaultLoop`` runs on a started three-broker cluster: a topic with RF=3,
-min.insync.replicas=2, two idempotent `verify.workloads` producers (acks=all)
-and a probe producer running throughout. ``run(kinds, inject)`` injects one
+min.insync.replicas=2, `verify.workloads` processes (two idempotent acks=all
+producers, and with some faults a two-member consumer group) and a probe producer running throughout. ``run(kinds, inject)`` injects one
 fault per cycle (``inject(loop, kind)`` does it and undoes it) and, after each,
 waits for the cluster to get back to a full ISR, so min.insync.replicas can
 always be met by the survivors of the next fault. ``finish()`` stops the
-clients, runs `moldau verify` and checks that every partition's three replicas
+producers, lets the groups catch up, stops the consumers, runs `moldau verify` and checks that every partition's three replicas
 hold byte-identical logs (once caught up, the whole log is below the high
 watermark). ``figures()`` are the results summary's: cycles, targets, records
 checked, the worst unavailability window per fault kind and target.
@@ -24,12 +24,21 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
 
-from helpers.reliability import WorkloadProcess, assert_verified, journal_lines, run_verify, seeded_random, wait_for
+from helpers.reliability import (Workload, WorkloadProcess, assert_verified, group_caught_up, journal_lines,
+                                 run_verify, seeded_random, wait_for)
 
 TOPIC, PROBE_TOPIC, PARTITIONS = "chaos", "chaos-probe", 3
 TOPIC_CONFIG = {"min_insync_replicas": 2, "unclean_leader_election_enable": "false"}
-PRODUCERS = [("idem-0", 300), ("idem-1", 300)]  # name, records a second
 ROLES = ["leader", "follower", "controller"]
+# What runs through the faults: idempotent producers, and a two-member consumer group where no fault moves a
+# group coordinator (until coordinators fail over, issue 13). The transactional producer and the copy app wait
+# for transactions across brokers: on a cluster a partition leader checks a transactional write, and the group
+# coordinator a TxnOffsetCommit, against its own transaction coordinator's state instead of the
+# transactional id's coordinator, so every transaction touching another broker's partition aborts.
+IDEMPOTENT = [Workload("idempotent-producer", name, {"topic": TOPIC, "partitions": PARTITIONS, "rate": 300})
+              for name in ("idem-0", "idem-1")]
+WITH_GROUP = [*IDEMPOTENT, *(Workload("group-consumer", name, {"topic": TOPIC, "group": "chaos-readers"})
+                             for name in ("reader-0", "reader-1"))]
 
 
 class Probe:
@@ -79,11 +88,14 @@ class Probe:
 
 
 class FaultLoop:
-    def __init__(self, cluster, tmp_path: Path, what: str, unclean: bool = False) -> None:
+    def __init__(self, cluster, tmp_path: Path, what: str, unclean: bool = False,
+                 plan: list[Workload] = IDEMPOTENT) -> None:
         self.cluster = cluster
         self.rng, self.seed = seeded_random(what)
         config = {**TOPIC_CONFIG, "unclean_leader_election_enable": str(unclean).lower()}
-        for topic in (TOPIC, PROBE_TOPIC):
+        self.plan = list(plan)
+        self.topics = [TOPIC, PROBE_TOPIC]
+        for topic in self.topics:
             cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3, **config)
         self.bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())  # all three, whichever is down
         self.journal = tmp_path / "journal"
@@ -92,11 +104,10 @@ class FaultLoop:
         self.loop_end = 0.0
         self.unclean = unclean
         self.probe = Probe(self.bootstrap)
-        self.workloads = [self._producer(name, rate) for name, rate in PRODUCERS]
+        self.workloads = [self._start(w) for w in self.plan]
 
-    def _producer(self, name: str, rate: int) -> WorkloadProcess:
-        return WorkloadProcess("idempotent-producer", self.bootstrap, self.journal, name, topic=TOPIC,
-                               partitions=PARTITIONS, rate=rate)
+    def _start(self, w: Workload) -> WorkloadProcess:
+        return WorkloadProcess(w.kind, self.bootstrap, self.journal, w.name, **w.options)
 
     def __enter__(self) -> "FaultLoop":
         return self
@@ -129,7 +140,8 @@ class FaultLoop:
         for i, w in enumerate(self.workloads):
             if not w.alive() and self.unclean:  # a producer whose acknowledged records a new leader lacks may
                 # fail for good (OUT_OF_ORDER_SEQUENCE_NUMBER): another one takes over, its journal stays
-                self.workloads[i] = self._producer(f"{w.name}+", PRODUCERS[i][1])
+                self.plan[i] = Workload(self.plan[i].kind, f"{w.name}+", self.plan[i].options)
+                self.workloads[i] = self._start(self.plan[i])
             assert w.alive() or self.unclean, f"{w.name} exited:\n{w.stderr_tail()}"
         return True
 
@@ -137,7 +149,7 @@ class FaultLoop:
         """Every broker registered and every partition of both topics led with all three replicas in sync."""
         cluster = self.cluster
         cluster.wait_for_brokers(3, timeout)
-        for topic in (TOPIC, PROBE_TOPIC):
+        for topic in self.topics:
             cluster.wait_until(lambda: cluster.full_isr(topic, PARTITIONS, 3), timeout, f"{topic} fully replicated")
 
     def run(self, kinds: list[str], inject) -> None:
@@ -158,8 +170,16 @@ class FaultLoop:
     def finish(self, must_pass: bool = True) -> dict:
         """Stop the clients; `moldau verify` (required to pass unless ``must_pass`` is false: its verdict is
         returned either way) and byte-identical replicas."""
-        for w in self.workloads:
-            assert w.stop(150) == 0 or not must_pass, f"{w.name} failed:\n{w.stderr_tail()}"
+        # producers first, consumers once their groups have caught up
+        for w, process in zip(self.plan, self.workloads):
+            if not w.consumes:
+                assert process.stop(150) == 0 or not must_pass, f"{w.name} failed:\n{process.stderr_tail()}"
+        for group, topic in {(w.options["group"], w.options["topic"]) for w in self.plan if w.consumes}:
+            wait_for(lambda: group_caught_up(self.bootstrap, group, topic, PARTITIONS), 120,
+                     f"group {group} to catch up")
+        for w, process in zip(self.plan, self.workloads):
+            if w.consumes:
+                assert process.stop(60) == 0, f"{w.name} failed:\n{process.stderr_tail()}"
         self.probe.stop()
         if must_pass:
             verdict = assert_verified(self.bootstrap, self.journal)
@@ -180,7 +200,7 @@ class FaultLoop:
         """Partitions whose replicas' logs differ, with the first differing byte position."""
         out = []
         nodes = list(self.cluster.brokers)
-        for topic in (TOPIC, PROBE_TOPIC):
+        for topic in self.topics:
             for p in range(PARTITIONS):
                 logs = {node: self.cluster.log_bytes(node, topic, p) for node in nodes}
                 if len(set(logs.values())) > 1:
@@ -206,6 +226,7 @@ class FaultLoop:
             "targets": {key: sum(f"{f['kind']} {f['role']}" == key for f in self.faults) for key in sorted(windows)},
             "records_checked": stats.get("read_committed", 0),
             "acks_checked": stats.get("acks", 0),
+            "group_offsets_checked": stats.get("group_partitions", 0),
             "probe_acks": sum(len(t) for t in self.probe.acked.values()),
             "probe_fatal_errors": self.probe.fatal_errors,
             "violations": verdict["violations"],

@@ -18,7 +18,8 @@ Each partition either drops connections or blackholes them, chosen per cycle:
   leaders, so its high watermark stands still and it acknowledges nothing
   more. After healing it registers again and follows.
 
-``slow disk``: one follower's appends wait 8 s each (broker/faults.py's
+``slow disk`` (with a two-member consumer group as well):
+one follower's appends wait 8 s each (broker/faults.py's
 MOLDAU_FAULT_SLOW_DISK_FILE, a file in its log dir, written and removed by the
 test) until the leaders drop it from their ISRs; then the delay is lifted and
 it must catch up and rejoin, without a restart.
@@ -35,7 +36,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
-from helpers.cluster_faults import PARTITIONS, PROBE_TOPIC, TOPIC, FaultLoop
+from helpers.cluster_faults import PARTITIONS, PROBE_TOPIC, TOPIC, WITH_GROUP, FaultLoop
 from helpers.fault_proxy import BLACKHOLE, DROP
 from helpers.reliability import budget, record_result
 
@@ -108,7 +109,8 @@ def slow_follower(loop: FaultLoop, kind: str) -> dict:
 def test_slow_follower_leaves_and_rejoins_the_isr(start_cluster, tmp_path, monkeypatch):
     monkeypatch.setenv("MOLDAU_FAULT_SLOW_DISK_FILE", SLOW_DISK_FILE)  # relative: each broker's own log dir
     cluster = start_cluster(3, **CLUSTER)
-    with FaultLoop(cluster, tmp_path, f"slow follower disk: {CYCLES} cycles") as loop:
+    what = f"slow follower disk: {CYCLES} cycles"
+    with FaultLoop(cluster, tmp_path, what, plan=WITH_GROUP) as loop:
         loop.run(["slow disk"] * CYCLES, slow_follower)
         verdict = loop.finish()
     for node, b in cluster.brokers.items():
