@@ -43,6 +43,9 @@ log = logging.getLogger("moldau.server")
 
 CLEANER_SWITCH_INTERVAL_S = 0.0005
 _LISTEN_BACKLOG = 1024
+# a request this large is decoded, and its answer encoded, on a worker thread: a request naming a
+# million topics takes seconds of codec work that would hold every other connection up
+_LARGE_REQUEST_BYTES = 1 << 20
 _REQUESTS_PER_TURN = 16  # then the other connections get a turn
 # answers collected before they go to the transport: past this the transport's flow control
 # (pause_writing) must get a say, or a client that never reads has every queued request answered in memory
@@ -132,6 +135,8 @@ class KafkaConnection(asyncio.Protocol):
 
     def _mute(self, seconds: float) -> None:
         """Read and handle nothing more for ``seconds`` (Kafka mutes a throttled channel, KIP-219)."""
+        if seconds <= 0:
+            return
         loop = asyncio.get_running_loop()
         if loop.time() + seconds > self.muted_until:
             self.muted_until = loop.time() + seconds
@@ -202,18 +207,22 @@ class KafkaConnection(asyncio.Protocol):
             if self.held:  # its place is free once its handling starts
                 self.held -= 1
                 self.request_queue.release(1)
-            try:
-                self._handle(frame)
-            except (FrameError, codec.DecodeError) as exc:
-                self.close(f"malformed request: {exc}")
-            except Exception:
-                log.exception("handler failed; closing connection from %s", self.peer)
-                self.close("internal error")
+            self._guarded(self._handle, frame)
         if self.queue and self._can_handle and not self.turn_scheduled:  # the rest after the others' turns
             self.turn_scheduled = True
             asyncio.get_running_loop().call_soon(self._process)
         self._flush()
         self._update_reading()
+
+    def _guarded(self, step, *args) -> None:
+        """A step of handling a request: bad input closes the connection, a bug too, with a log line."""
+        try:
+            step(*args)
+        except (FrameError, codec.DecodeError) as exc:
+            self.close(f"malformed request: {exc}")
+        except Exception:
+            log.exception("handler failed; closing connection from %s", self.peer)
+            self.close("internal error")
 
     def _handle(self, frame):
         header = decode_request_header(frame)
@@ -238,7 +247,15 @@ class KafkaConnection(asyncio.Protocol):
                 self.send(handler.name, 0, header.correlation_id, api_versions.unsupported_version())
                 return
             raise FrameError(f"{handler.name} v{version} is not supported")
+        if len(frame) >= _LARGE_REQUEST_BYTES:
+            self.busy = True
+            asyncio.ensure_future(self._handle_large(handler, header, frame, before_authentication))
+            return
         request, _ = codec.decode(handler.name + "Request", version, frame, header.body_offset)
+        self._dispatch(handler, header, frame, request, before_authentication)
+
+    def _dispatch(self, handler, header, frame, request, before_authentication: bool) -> None:
+        session = self.session
         if self.broker.authorizer.enabled:
             refusal = authorization.gate(self.broker.authorizer, handler.name, request, header)
             if refusal is authorization.CLOSE:
@@ -250,7 +267,7 @@ class KafkaConnection(asyncio.Protocol):
         started = time.perf_counter()
         result = handler.handle(self.broker, request, header)
         usage = (len(frame), time.perf_counter() - started)  # what client quotas count of this request
-        if inspect.isawaitable(result):
+        if inspect.isawaitable(result) or len(frame) >= _LARGE_REQUEST_BYTES:
             self.busy = True
             task = asyncio.ensure_future(self._finish(handler.name, header, result, request, started, usage))
             if handler.name == "Fetch":  # a joining group member's wait must end for the others, so not those
@@ -262,6 +279,15 @@ class KafkaConnection(asyncio.Protocol):
         if before_authentication or session.close_reason:
             self._after_sasl_request()
 
+    async def _handle_large(self, handler, header, frame, before_authentication: bool) -> None:
+        decoded = asyncio.get_running_loop().run_in_executor(
+            None, codec.decode, handler.name + "Request", header.api_version, frame, header.body_offset)
+        await asyncio.wait([decoded])
+        self.busy = False
+        if not self.closed:
+            self._guarded(lambda: self._dispatch(handler, header, frame, decoded.result()[0], before_authentication))
+        self._process()
+
     def _after_sasl_request(self) -> None:
         if self.session.close_reason and not self.busy:  # a delayed answer closes in _finish
             self.close(self.session.close_reason)
@@ -270,10 +296,16 @@ class KafkaConnection(asyncio.Protocol):
 
     async def _finish(self, name, header, awaitable, request, started, usage):
         try:
-            result = await awaitable
+            result = await awaitable if inspect.isawaitable(awaitable) else awaitable
             if self.broker.metrics:
                 self.broker.metrics.request(name, started, request, result)
-            if not self.closed:
+            if not self.closed and usage[0] >= _LARGE_REQUEST_BYTES and result is not None:
+                throttle = self._throttle(name, header, result, usage)
+                chunks = await asyncio.get_running_loop().run_in_executor(
+                    None, response_chunks, name, header.api_version, header.correlation_id, result)
+                self._send_chunks(chunks)
+                self._mute(throttle / 1000)
+            elif not self.closed:
                 self._answer(name, header, result, usage)
             if self.session.close_reason:  # a failed authentication, answered after its delay
                 self.close(self.session.close_reason)
@@ -296,19 +328,26 @@ class KafkaConnection(asyncio.Protocol):
     def _reply(self, name: str, header, result: dict | None, usage: tuple[int, float]) -> None:
         """Send the answer (None: none, Produce with acks=0) with the throttle time client quotas give,
         and mute the connection for that long."""
-        throttle = client_quota_throttle(self.broker.quotas, name, header, result, *usage)
+        throttle = self._throttle(name, header, result, usage)
         if result is not None:
-            if "throttle_time_ms" in result:
-                throttle = result["throttle_time_ms"] = max(result["throttle_time_ms"], throttle)
             self.send(name, header.api_version, header.correlation_id, result)
-        if throttle > 0:
-            self._mute(throttle / 1000)
+        self._mute(throttle / 1000)
+
+    def _throttle(self, name: str, header, result: dict | None, usage: tuple[int, float]) -> int:
+        """The throttle time (ms) client quotas give this request, set in its answer."""
+        throttle = client_quota_throttle(self.broker.quotas, name, header, result, *usage)
+        if result is not None and "throttle_time_ms" in result:
+            throttle = result["throttle_time_ms"] = max(result["throttle_time_ms"], throttle)
+        return throttle
 
     def send(self, name: str, version: int, correlation_id: int, body: dict) -> None:
         # collected and written once per pass over the queue: one socket write for
         # many pipelined responses is most of the per-request cost saved
         if not self.closed:
-            chunks = response_chunks(name, version, correlation_id, body)
+            self._send_chunks(response_chunks(name, version, correlation_id, body))
+
+    def _send_chunks(self, chunks: list) -> None:
+        if not self.closed:
             self.outbox.extend(chunks)
             self.outbox_bytes += sum(map(len, chunks))
             if self.outbox_bytes >= _OUTBOX_LIMIT:

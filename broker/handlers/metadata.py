@@ -3,9 +3,12 @@
 The topics asked for are a set, as in Kafka: a name (or id) listed many times is answered once.
 Auto-creation is bounded like CreateTopics (MAX_PARTITIONS_PER_REQUEST partitions a request; the
 names past it are UNKNOWN_TOPIC_OR_PARTITION, which clients retry) and done in steps, so a request
-naming thousands of unknown topics does not stall everyone else.
+naming thousands of unknown topics does not stall everyone else. A request naming more than STEP
+topics is answered STEP topics at a time, other connections served in between (a million names take
+seconds).
 """
 
+import asyncio
 import uuid
 
 from broker.broker import INTERNAL_TOPICS, InvalidTopic
@@ -19,6 +22,7 @@ VERSIONS = (0, 12)
 
 ZERO_UUID = uuid.UUID(int=0)
 NOT_REQUESTED = -2147483648  # authorized operations nobody asked for
+STEP = 10_000
 
 
 def _topic_entry(broker, header, request, topic) -> dict:
@@ -58,9 +62,9 @@ def _entry(broker, header, request, want: dict, invalid: set[str]) -> dict:
     return _topic_entry(broker, header, request, topic)
 
 
-def _unique(wanted: list[dict]) -> list[dict]:
-    """The topics asked for, each once, in the order first asked."""
-    seen = {}
+def _unique(wanted: list[dict], seen: dict | None = None) -> list[dict]:
+    """The topics asked for, each once, in the order first asked (``seen``: those of earlier steps)."""
+    seen = {} if seen is None else seen
     for want in wanted:
         seen.setdefault(want["name"] if want["topic_id"] == ZERO_UUID else want["topic_id"], want)
     return list(seen.values())
@@ -80,14 +84,45 @@ def _response(broker, header, request, topics: list[dict]) -> dict:
     }
 
 
-async def _create_then_answer(broker, header, request, wanted: list[dict], names: list[str]) -> dict:
+async def _auto_create(broker, names: list[str]) -> set[str]:
+    """Create these topics; the names that are not valid topic names."""
     invalid = set()
-    for name in names:
+    for name in names[: MAX_PARTITIONS_PER_REQUEST // broker.config["num.partitions"]]:
         try:
             await broker.auto_create(name)
         except InvalidTopic:
             invalid.add(name)
+    return invalid
+
+
+def _to_create(broker, header, request, wanted: list[dict]) -> list[str]:
+    return [w["name"] for w in wanted if w["topic_id"] == ZERO_UUID and broker.logs.topic(w["name"]) is None
+            and broker.may_auto_create(w["name"], request["allow_auto_topic_creation"])
+            and _may_create(broker, header, w["name"])]
+
+
+async def _create_then_answer(broker, header, request, wanted: list[dict], names: list[str]) -> dict:
+    invalid = await _auto_create(broker, names)
     return _response(broker, header, request, [_entry(broker, header, request, want, invalid) for want in wanted])
+
+
+async def _answer_in_steps(broker, header, request, wanted: list[dict]) -> dict:
+    seen = {}
+    for start in range(0, len(wanted), STEP):
+        _unique(wanted[start:start + STEP], seen)
+        await asyncio.sleep(0)
+    wanted = list(seen.values())
+    steps = range(0, len(wanted), STEP)
+    names = []
+    for start in steps:
+        names += _to_create(broker, header, request, wanted[start:start + STEP])
+        await asyncio.sleep(0)
+    invalid = await _auto_create(broker, names)
+    topics = []
+    for start in steps:
+        topics += [_entry(broker, header, request, want, invalid) for want in wanted[start:start + STEP]]
+        await asyncio.sleep(0)
+    return _response(broker, header, request, topics)
 
 
 def handle(broker, request, header):
@@ -96,12 +131,12 @@ def handle(broker, request, header):
         # all topics: those the principal may describe
         topics = [_topic_entry(broker, header, request, t) for t in broker.logs.topics.values()]
         return _response(broker, header, request, [t for t in topics if t["error_code"] == ErrorCode.NONE])
+    if len(wanted) > STEP:
+        return _answer_in_steps(broker, header, request, wanted)
     wanted = _unique(wanted)
-    unknown = [w["name"] for w in wanted if w["topic_id"] == ZERO_UUID and broker.logs.topic(w["name"]) is None
-               and broker.may_auto_create(w["name"], request["allow_auto_topic_creation"])
-               and _may_create(broker, header, w["name"])]
+    unknown = _to_create(broker, header, request, wanted)
     if unknown:
-        return _create_then_answer(broker, header, request, wanted, unknown[: MAX_PARTITIONS_PER_REQUEST // broker.config["num.partitions"]])
+        return _create_then_answer(broker, header, request, wanted, unknown)
     return _response(broker, header, request, [_entry(broker, header, request, want, set()) for want in wanted])
 
 
