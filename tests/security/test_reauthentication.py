@@ -1,9 +1,11 @@
 """SASL re-authentication (KIP-368, connections.max.reauth.ms): SaslAuthenticate tells the client its session
 lifetime; a client that re-authenticates in time keeps its connection (librdkafka does), one that does not
-has it closed at its next request; a re-authentication must keep the mechanism and the user."""
+has it closed at its next request; a re-authentication must keep the mechanism and the user. Java
+re-authenticates too."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -77,3 +79,27 @@ def test_librdkafka_re_authenticates_and_keeps_its_connection(reauth_broker):
     log = reauth_broker.log_text()
     assert log.count("User:alice re-authenticated") >= 2
     assert "expired (connections.max.reauth.ms)" not in log
+
+
+def test_java_re_authenticates_and_keeps_its_connection(reauth_broker, java):
+    from helpers.java_clients import every
+
+    bootstrap = reauth_broker.bootstrap
+    alice = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "alice",
+             "sasl.password": "alice-secret"}
+    p, _ = producer(bootstrap, **alice)
+    p.produce("followed", b"0")
+    assert p.flush(30) == 0
+    bob = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config":
+           'org.apache.kafka.common.security.plain.PlainLoginModule required username="bob" password="bob-secret";'}
+    result: dict = {}
+    follower = threading.Thread(target=lambda: result.update(
+        lines=java.run(bootstrap, "follow", "followed", 1, 3, client_config=bob)), daemon=True)
+    follower.start()
+    reauth_broker.wait_for_log("User:bob re-authenticated", timeout=60)  # on the connection it fetches on
+    p.produce("followed", b"1")
+    p.produce("followed", b"2")
+    assert p.flush(30) == 0
+    follower.join(90)
+    assert [r["value"] for r in every(result["lines"], "record")] == [b"0".hex(), b"1".hex(), b"2".hex()]
+    assert "expired (connections.max.reauth.ms)" not in reauth_broker.log_text()
