@@ -46,7 +46,7 @@ class Partition:
         self.log = log_
         self.state = state
         self.followers: dict[int, FollowerState] = {}
-        self._hw_waiters: list[tuple[int, asyncio.Future]] = []
+        self._hw_waiters: list[tuple[int, int, asyncio.Future]] = []  # (offset, leader epoch, future)
         self.isr_change_pending = False
         # ISRs this leader proposed that may be in the store: until a newer state arrives their members
         # count for the high watermark (Kafka's maximal ISR), so a follower being added is never in the
@@ -84,6 +84,7 @@ class Partition:
         # ISR members count as caught up now: they get replica.lag.time.max.ms to show it
         self.followers = {r: FollowerState(last_caught_up_ms=now) for r in state.replicas if r != self.manager.node_id}
         self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
+        self._complete_waiters()  # those of an earlier epoch fail: what they wait for may have been cut since
         if state.unclean:
             log.warning("%s-%d: elected by unclean leader election at epoch %d; this replica's log ends at "
                         "offset %d, and records other replicas had past it are lost",
@@ -132,12 +133,16 @@ class Partition:
 
     # --- delayed produce (acks=all) -----------------------------------------------------------
 
-    async def wait_for_high_watermark(self, offset: int, timeout_s: float) -> bool:
-        """True once the high watermark reaches ``offset``; False at the timeout or on losing leadership."""
+    async def wait_for_high_watermark(self, offset: int, leader_epoch: int, timeout_s: float) -> bool:
+        """True once the high watermark reaches ``offset`` while this broker still leads at ``leader_epoch``
+        (the epoch of the append); False at the timeout or once that leadership is over -- even if it leads
+        again later: its log may have been truncated and refilled in between."""
+        if not self.is_leader or self.leader_epoch != leader_epoch:
+            return False
         if self.high_watermark >= offset:
             return True
         fut = asyncio.get_running_loop().create_future()
-        entry = (offset, fut)
+        entry = (offset, leader_epoch, fut)
         self._hw_waiters.append(entry)
         try:
             return await asyncio.wait_for(fut, timeout_s)
@@ -147,26 +152,29 @@ class Partition:
             if entry in self._hw_waiters:
                 self._hw_waiters.remove(entry)
 
-    async def wait_for_replication(self, offset: int, timeout_s: float) -> ErrorCode:
-        """acks=all once appended below ``offset``: the error its writer gets (NONE once committed)."""
-        if await self.wait_for_high_watermark(offset, timeout_s):
+    async def wait_for_replication(self, offset: int, leader_epoch: int, timeout_s: float) -> ErrorCode:
+        """acks=all once appended below ``offset`` at ``leader_epoch``: the error its writer gets (NONE once
+        committed)."""
+        if await self.wait_for_high_watermark(offset, leader_epoch, timeout_s):
             if len(self.state.isr) < self.log.config.min_insync_replicas:
                 return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return ErrorCode.NONE
-        return ErrorCode.REQUEST_TIMED_OUT if self.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.is_leader and self.leader_epoch == leader_epoch:
+            return ErrorCode.REQUEST_TIMED_OUT
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
 
-    def _complete_waiters(self, lost_leadership: bool = False) -> None:
+    def _complete_waiters(self) -> None:
         hw = self.high_watermark
         keep = []
-        for offset, fut in self._hw_waiters:
+        for offset, epoch, fut in self._hw_waiters:
             if fut.done():
                 continue
-            if lost_leadership:
+            if not self.is_leader or epoch != self.leader_epoch:
                 fut.set_result(False)
             elif hw >= offset:
                 fut.set_result(True)
             else:
-                keep.append((offset, fut))
+                keep.append((offset, epoch, fut))
         self._hw_waiters = keep
 
     def apply(self, state: PartitionState) -> None:
@@ -182,7 +190,7 @@ class Partition:
             log.info("%s-%d: no longer leader (leader %d, epoch %d)", self.topic, self.index, state.leader,
                      state.leader_epoch)
             self.followers = {}
-            self._complete_waiters(lost_leadership=True)
+            self._complete_waiters()
         elif state.leader == me:
             # a reassignment adds followers (tracked from their first fetch) or takes them away
             now = _monotonic_ms()

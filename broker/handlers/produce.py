@@ -163,14 +163,15 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
     append_time = now if log_.config.log_append_time else -1
     result = _partition_result(index, ErrorCode.NONE, base_offset, append_time, log_.log_start_offset)
     if acks == -1 and partition.high_watermark <= last_offset:
-        waits.append((partition, last_offset + 1, result))
+        waits.append((partition, last_offset + 1, partition.leader_epoch, result))
     return result
 
 
 async def _wait_for_replicas(response: dict, waits: list, timeout_ms: int) -> dict:
     """Delayed produce: each waiting partition's answer once its high watermark passes the batch."""
-    errors = await asyncio.gather(*(p.wait_for_replication(offset, timeout_ms / 1000) for p, offset, _ in waits))
-    for (_, _, result), error in zip(waits, errors):
+    errors = await asyncio.gather(*(p.wait_for_replication(offset, epoch, timeout_ms / 1000)
+                                    for p, offset, epoch, _ in waits))
+    for (_, _, _, result), error in zip(waits, errors):
         if error:
             result["error_code"], result["base_offset"] = error, -1
     return response

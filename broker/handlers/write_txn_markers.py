@@ -80,7 +80,7 @@ async def handle(broker, request, header) -> dict:
                or authorizer.authorize(header, "ClusterAction", CLUSTER, CLUSTER_NAME))
     now = now_ms()
     results = []
-    waits = []  # acks=all: (partition, offset its high watermark must reach, its result)
+    waits = []  # acks=all: (partition, offset its high watermark must reach, leader epoch, its result)
     for marker in request["markers"]:
         topics = []
         for t in marker["topics"]:
@@ -90,11 +90,12 @@ async def handle(broker, request, header) -> dict:
                                            else (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1))
                 partitions.append({"partition_index": p, "error_code": error})
                 if appended_to is not None:
-                    waits.append((appended_to, end, partitions[-1]))
+                    waits.append((appended_to, end, appended_to.leader_epoch, partitions[-1]))
             topics.append({"name": t["name"], "partitions": partitions})
         results.append({"producer_id": marker["producer_id"], "topics": topics})
     timeout_s = broker.config["request.timeout.ms"] / 1000
-    errors = await asyncio.gather(*(partition.wait_for_replication(end, timeout_s) for partition, end, _ in waits))
-    for (_, _, result), error in zip(waits, errors):
+    errors = await asyncio.gather(*(partition.wait_for_replication(end, epoch, timeout_s)
+                                    for partition, end, epoch, _ in waits))
+    for (_, _, _, result), error in zip(waits, errors):
         result["error_code"] = error
     return {"markers": results}

@@ -29,8 +29,13 @@ On main at 766d0d7 ``pause`` found a lost acknowledgement in about one run
 in four (a record acknowledged with acks=all at an offset where all three
 replicas later held another record; the producer then died with
 OUT_OF_ORDER_SEQUENCE_NUMBER); none in twelve runs after 1d6b734 changed
-follower truncation. The cause was not pinned down: a failure here is worth
-keeping (--basetemp) and reading.
+follower truncation; it came back later (2 runs in 8 with 8 cycles of each
+kind). The cause: a leader woken from a pause appended a produce request
+queued during it, learned it was deposed before the request's acks=all waiter
+was registered, and answered it as acknowledged when it led again at a later
+epoch -- over offsets that its truncation had emptied and the new leaders had
+refilled. Waiters now carry the leader epoch of their append. A failure here
+is worth keeping (--basetemp) and reading.
 """
 
 from __future__ import annotations
