@@ -6,7 +6,7 @@ it takes a transactional write, answered without changing anything.
 """
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID
 from broker.transaction import fenced_for_version
 
 API = "AddPartitionsToTxn"
@@ -20,9 +20,10 @@ def _errors(broker, header, version: int, transactional_id: str, producer_id: in
             verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
     partitions = [(t["name"], p) for t in topics for p in t["partitions"]]
     authorizer = broker.authorizer
-    if not authorizer.authorize(header, "Write", TRANSACTIONAL_ID, transactional_id):
+    from_client = version < BATCHED_SINCE  # later versions come from brokers, checked for ClusterAction
+    if from_client and not authorizer.authorize(header, "Write", TRANSACTIONAL_ID, transactional_id):
         return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    denied = {tp for tp in partitions if not authorizer.authorize(header, "Write", TOPIC, tp[0])}
+    denied = {tp for tp in partitions if from_client and not authorizer.authorize(header, "Write", TOPIC, tp[0])}
     if denied:
         return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in partitions}
@@ -51,6 +52,9 @@ def handle(broker, request, header) -> dict:
                          request["v3_and_below_producer_id"], request["v3_and_below_producer_epoch"],
                          request["v3_and_below_topics"], verify_only=False)
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(errors)}
+    if not broker.authorizer.authorize(header, "ClusterAction", CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "results_by_transaction": []}
     results = []
     for txn in request["transactions"]:
         errors = _errors(broker, header, version, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],

@@ -353,6 +353,25 @@ def test_an_idempotent_producer_needs_a_topic_write_no_deny_covers(start_broker)
         assert init["error_code"] == 0
 
 
+def test_add_partitions_to_txn_from_v4_is_for_brokers(start_broker):
+    """Kafka: AddPartitionsToTxn v4+ (the brokers' verification) needs ClusterAction, whatever the
+    transactional id's and topics' ACLs."""
+    broker = acl_broker(start_broker)
+    create_topics(broker.internal, "orders")
+    create_acls(broker.internal, [*allow("User:alice", ResourceType.TRANSACTIONAL_ID, "tx", AclOperation.WRITE),
+                                  *allow("User:alice", ResourceType.TOPIC, "orders", AclOperation.WRITE)])
+    request = {"transactions": [{"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                                 "verify_only": True, "topics": [{"name": "orders", "partitions": [0]}]}]}
+    with WireClient(broker.port) as c:
+        c.request("SaslHandshake", 1, {"mechanism": "PLAIN"})
+        c.request("SaslAuthenticate", 2, {"auth_bytes": b"\0alice\0alice-secret"})
+        answer = c.request("AddPartitionsToTxn", 4, request)
+        assert (answer["error_code"], answer["results_by_transaction"]) == (31, [])  # CLUSTER_AUTHORIZATION_FAILED
+    with WireClient(int(broker.internal.rpartition(":")[2])) as c:  # a broker's principal (a super user here)
+        answer = c.request("AddPartitionsToTxn", 4, request)
+        assert answer["error_code"] == 0 and answer["results_by_transaction"][0]["transactional_id"] == "tx"
+
+
 def test_transactions_are_described_as_far_as_the_principal_may_see(start_broker):
     """DescribeTransactions shows only the topics the principal may describe; ListTransactions only the
     transactional ids it may describe (Kafka's KafkaApis)."""
