@@ -98,6 +98,7 @@ class Broker:
         self.tls_contexts = ListenerContexts(self)
         self.fetch_purgatory = FetchPurgatory()
         self.metrics = None  # a BrokerMetrics while metrics.port serves Prometheus
+        self.txn_verifier = None  # a TransactionVerifier while serving: KIP-890's question to other brokers
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
 
     @property

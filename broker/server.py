@@ -36,6 +36,7 @@ from .handlers import HANDLERS, api_versions
 from .listeners import Listener
 from .request_queue import RequestQueue
 from .security import authorization, sasl, tls
+from .transaction.verification import TransactionVerifier
 from .session import Session
 from .metrics import BrokerMetrics
 
@@ -409,6 +410,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
     await broker.open()
     broker.groups.start()
     broker.transactions.start(InterBrokerChannel(broker, f"broker-{broker.node_id}-txn-marker-sender"))
+    broker.txn_verifier = TransactionVerifier(broker)
     drop_response = faults.response_dropper()
     if drop_response.every:
         log.warning("fault injection: dropping every %dth Produce response", drop_response.every)

@@ -4,8 +4,10 @@ Each partition's records hold exactly one batch (Kafka's rule from Produce v3
 on: no client sends more, and every check below is per batch). A
 transactional batch is taken only for a partition of the producer's open
 transaction: the transaction coordinator is asked first (KIP-890), so that
-nothing is written where no marker would follow. From v12 (transaction
-version 2) the coordinator adds the partition to the transaction instead.
+nothing is written where no marker would follow -- over the network when
+another broker coordinates the id (TransactionVerifier), once per
+transaction and partition. From v12 (transaction version 2) the coordinator
+adds the partition to the transaction instead.
 
 Only the partition's leader appends (NOT_LEADER_OR_FOLLOWER elsewhere); it
 stamps its leader epoch into the batch. acks=all needs min.insync.replicas in
@@ -18,13 +20,21 @@ is THROTTLING_QUOTA_EXCEEDED (client_quotas.py, KIP-936).
 """
 
 import asyncio
+import inspect
 import logging
 
 from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
 from broker.client_quotas import QUOTA_EXCEEDED, ProducerIds
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
-from protocol.records import NO_PRODUCER_ID, BatchHeader, CorruptRecord, iter_records, parse_produce_records
+from protocol.records import (
+    NO_PRODUCER_ID,
+    BatchHeader,
+    CorruptRecord,
+    iter_records,
+    parse_produce_records,
+    read_header,
+)
 from storage.errors import (
     DuplicateSequence,
     InvalidProducerEpoch,
@@ -68,9 +78,16 @@ def _partition_result(index, code, base_offset=-1, append_time=-1, log_start=-1,
 
 
 def _verify_transaction(broker, transactional_id: str | None, hdr: BatchHeader, tp: tuple[str, int],
-                        adds_partition: bool) -> ErrorCode:
+                        adds_partition: bool, log_, verdicts: dict) -> ErrorCode:
+    """The coordinator's word on the partition: asked here when this broker coordinates the id, else
+    over the network before (``verdicts``) -- once per transaction and partition, as in Kafka."""
     coordinator = broker.transactions
-    if adds_partition:
+    if tp in verdicts:
+        error = verdicts[tp]
+    elif broker.txn_verifier.is_remote(transactional_id):
+        # verified when its transaction began here; if it ended meanwhile, the retry is verified anew
+        error = ErrorCode.NONE if _began_here(log_, hdr) else ErrorCode.CONCURRENT_TRANSACTIONS
+    elif adds_partition:
         error = coordinator.add_partitions(transactional_id, hdr.producer_id, hdr.producer_epoch, {tp})
     else:
         error = coordinator.verify_partitions(transactional_id, hdr.producer_id, hdr.producer_epoch, [tp])[tp]
@@ -107,7 +124,7 @@ def _topic_problem(broker, log_, records, hdr: BatchHeader, acks: int) -> tuple[
 
 
 def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, version: int, now: int,
-            waits: list, producer_ids: ProducerIds) -> dict:
+            waits: list, producer_ids: ProducerIds, verdicts: dict) -> dict:
     index = part["index"]
     partition, code = broker.replicas.leader_partition(topic.name, index)
     if partition is None:
@@ -143,7 +160,7 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
         return _partition_result(index, ErrorCode.THROTTLING_QUOTA_EXCEEDED, message=QUOTA_EXCEEDED)
     if hdr.is_transactional and hdr.producer_id != NO_PRODUCER_ID:
         error = _verify_transaction(broker, transactional_id, hdr, (topic.name, index),
-                                    version >= ADDS_PARTITIONS_SINCE)
+                                    version >= ADDS_PARTITIONS_SINCE, log_, verdicts)
         if error:
             log.info("refused transactional batch of producer %d for %s-%d: %s",
                      hdr.producer_id, topic.name, index, error.name)
@@ -167,6 +184,42 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
     return result
 
 
+def _began_here(log_, hdr: BatchHeader) -> bool:
+    """Whether the producer's transaction at this epoch is open in the partition already."""
+    entry = log_.producer_state.producers.get(hdr.producer_id)
+    return entry is not None and entry.producer_epoch == hdr.producer_epoch and entry.current_txn_first_offset >= 0
+
+
+def _to_verify(broker, request) -> dict[tuple[int, int], list[tuple[str, int]]]:
+    """Partitions whose transactional batch begins its transaction there while another broker
+    coordinates the id, by (producer id, epoch): the coordinator is asked before anything is appended."""
+    transactional_id = request["transactional_id"]
+    if transactional_id is None or not broker.txn_verifier.is_remote(transactional_id):
+        return {}
+    found: dict = {}
+    for topic_data in request["topic_data"]:
+        for part in topic_data["partition_data"]:
+            log_ = broker.logs.log(topic_data["name"], part["index"])
+            try:
+                hdr = read_header(part["records"]) if log_ is not None and part["records"] else None
+            except CorruptRecord:
+                continue  # refused when appended
+            if hdr is not None and hdr.is_transactional and not _began_here(log_, hdr):
+                found.setdefault((hdr.producer_id, hdr.producer_epoch), []).append((topic_data["name"], part["index"]))
+    return found
+
+
+async def _verified(broker, request, header, to_verify: dict):
+    """The answer once the coordinator has confirmed (or added) the partitions."""
+    adds = header.api_version >= ADDS_PARTITIONS_SINCE
+    verdicts = {}
+    for (producer_id, epoch), partitions in to_verify.items():
+        verdicts.update(await broker.txn_verifier.verify(request["transactional_id"], producer_id, epoch, partitions,
+                                                         adds))
+    response = _handle(broker, request, header, verdicts)
+    return await response if inspect.isawaitable(response) else response
+
+
 async def _wait_for_replicas(response: dict, waits: list, timeout_ms: int) -> dict:
     """Delayed produce: each waiting partition's answer once its high watermark passes the batch."""
     errors = await asyncio.gather(*(p.wait_for_replication(offset, epoch, timeout_ms / 1000)
@@ -178,6 +231,13 @@ async def _wait_for_replicas(response: dict, waits: list, timeout_ms: int) -> di
 
 
 def handle(broker, request, header):
+    to_verify = _to_verify(broker, request)
+    if to_verify:
+        return _verified(broker, request, header, to_verify)
+    return _handle(broker, request, header, {})
+
+
+def _handle(broker, request, header, verdicts: dict):
     acks = request["acks"]
     now = now_ms()
     responses = []
@@ -214,7 +274,7 @@ def handle(broker, request, header):
             results = [_partition_result(p["index"], code) for p in parts]
         else:
             results = [_append(broker, topic, p, request["transactional_id"], acks, header.api_version, now, waits,
-                               producer_ids) for p in parts]
+                               producer_ids, verdicts) for p in parts]
         responses.append({"name": name, "partition_responses": results})
     if acks == 0:
         return None

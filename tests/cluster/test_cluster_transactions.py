@@ -15,7 +15,7 @@ from confluent_kafka import ElectionType, Producer, TopicPartition
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
 from helpers.cluster_txn import DEADLINE_S, NONE, consume, create_placed, find_coordinator
-from helpers.txn_wire import begin, end_txn, log_end, lso
+from helpers.txn_wire import INVALID_TXN_STATE, begin, end_txn, log_end, lso, produce, txn_batch
 from helpers.wire import WireClient
 
 pytestmark = pytest.mark.timeout(180)
@@ -42,6 +42,28 @@ def test_markers_reach_partitions_other_brokers_lead(start_cluster):
         with WireClient(cluster.brokers[leader].port) as c:
             assert log_end(c, "remote", index) == 1, "the commit marker"
             assert lso(c, "remote", index) == 1
+
+
+def test_partition_leaders_ask_the_coordinator_on_another_broker(start_cluster):
+    """KIP-890 in a cluster: a leader takes a transactional batch only after the id's coordinator, on
+    another broker, confirmed the partition is in the transaction (AddPartitionsToTxn verify_only)."""
+    cluster = start_cluster(3)
+    coordinator = find_coordinator(cluster, "verify-app")
+    others = [n for n in (1, 2, 3) if n != coordinator]
+    create_placed(cluster, "checked", [[others[0], others[1], coordinator], [others[1], others[0], coordinator]])
+    with WireClient(cluster.brokers[coordinator].port) as c:
+        txn = begin(c, "verify-app", "checked", [0])
+    with WireClient(cluster.brokers[others[0]].port) as c:
+        assert produce(c, "checked", txn_batch(txn, 0, b"in"), "verify-app", partition=0) == NONE
+        assert produce(c, "checked", txn_batch(txn, 1, b"in too"), "verify-app", partition=0) == NONE
+    with WireClient(cluster.brokers[others[1]].port) as c:
+        assert produce(c, "checked", txn_batch(txn, 0, b"out"), "verify-app", partition=1) == INVALID_TXN_STATE, \
+            "not in the transaction, says its coordinator"
+        assert log_end(c, "checked", 1) == 0
+    with WireClient(cluster.brokers[coordinator].port) as c:
+        assert end_txn(c, txn, committed=True) == NONE
+    assert sorted(consume(cluster, [("checked", 0), ("checked", 1)], 2, "read_committed")) == [
+        ("checked", 0, b"in"), ("checked", 0, b"in too")]
 
 
 def test_a_marker_from_an_older_coordinator_epoch_is_fenced(start_cluster):

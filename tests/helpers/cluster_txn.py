@@ -1,11 +1,11 @@
 """Transactions in a test cluster (helpers.cluster): who coordinates, partitions placed on chosen
-leaders, and what consumers read."""
+leaders, transactions with confluent-kafka, and what consumers read."""
 
 from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from helpers.wire import WireClient
 
@@ -59,3 +59,31 @@ def consume(cluster, tps: list[tuple[str, int]], expected: int, isolation: str =
         return got
     finally:
         consumer.close()
+
+
+def txn_producer(cluster, transactional_id: str) -> Producer:
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id, "linger.ms": 5,
+                  "broker.address.family": "v4", "transaction.timeout.ms": 60000})
+    p.init_transactions(DEADLINE_S)
+    return p
+
+
+def transaction(p: Producer, tps: list[tuple[str, int]], label: str, count: int, commit: bool = True,
+                before_end=None) -> list[tuple[str, int, bytes]]:
+    """One transaction of ``count`` records per partition; its records as (topic, partition, value)."""
+    p.begin_transaction()
+    records = [(t, i, f"{label}-{t}-{i}-{n}".encode()) for t, i in tps for n in range(count)]
+    for topic, index, value in records:
+        p.produce(topic, value, partition=index)
+    assert p.flush(DEADLINE_S) == 0
+    if before_end is not None:
+        before_end()
+    end = p.commit_transaction if commit else p.abort_transaction
+    for attempt in range(3):  # librdkafka: a call that timed out (a broker hangs) resumes when made again
+        try:
+            end(DEADLINE_S)
+            break
+        except KafkaException as exc:
+            if attempt == 2 or not exc.args[0].retriable():
+                raise
+    return records
