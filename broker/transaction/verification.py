@@ -40,8 +40,9 @@ class TransactionVerifier:
         state = self.broker.store.cache.partition_state(TRANSACTION_STATE_TOPIC, partition)
         return -1 if state is None else state.leader
 
-    def is_remote(self, transactional_id: str) -> bool:
-        return self.coordinator(transactional_id) != self.broker.node_id
+    def is_remote(self, transactional_id: str | None) -> bool:
+        """Whether another broker coordinates the id (no id: none does, this broker's coordinator refuses it)."""
+        return bool(transactional_id) and self.coordinator(transactional_id) != self.broker.node_id
 
     async def verify(self, transactional_id: str, producer_id: int, epoch: int, partitions: list[TopicPartition],
                      add: bool) -> dict[TopicPartition, ErrorCode]:

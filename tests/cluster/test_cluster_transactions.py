@@ -20,7 +20,7 @@ from helpers.wire import WireClient
 
 pytestmark = pytest.mark.timeout(180)
 
-INVALID_REQUEST, TRANSACTION_COORDINATOR_FENCED = 42, 52
+NOT_LEADER_OR_FOLLOWER, INVALID_REQUEST, TRANSACTION_COORDINATOR_FENCED = 6, 42, 52
 
 
 def test_markers_reach_partitions_other_brokers_lead(start_cluster):
@@ -86,11 +86,18 @@ def test_a_marker_from_an_older_coordinator_epoch_is_fenced(start_cluster):
     cluster.wait_for_isr("__transaction_state", 0, {1, 2, 3})
 
     def marker(node: int, coordinator_epoch: int) -> int:
-        with WireClient(cluster.brokers[node].port) as c:
-            r = c.request("WriteTxnMarkers", 1, {"markers": [{
-                "producer_id": pid, "producer_epoch": 0, "transaction_result": False,
-                "coordinator_epoch": coordinator_epoch, "topics": [{"name": "fenced", "partition_indexes": [0]}]}]})
-        return r["markers"][0]["topics"][0]["partitions"][0]["error_code"]
+        """The answer of ``node``, once it knows it leads fenced-0 (metadata reaches brokers one by one)."""
+        def send() -> int:
+            with WireClient(cluster.brokers[node].port) as c:
+                r = c.request("WriteTxnMarkers", 1, {"markers": [{
+                    "producer_id": pid, "producer_epoch": 0, "transaction_result": False,
+                    "coordinator_epoch": coordinator_epoch, "topics": [{"name": "fenced", "partition_indexes": [0]}]}]})
+            answers.append(r["markers"][0]["topics"][0]["partitions"][0]["error_code"])
+            return answers[-1] != NOT_LEADER_OR_FOLLOWER
+
+        answers: list[int] = []
+        cluster.wait_until(send, 30, f"broker {node} leading fenced-0")
+        return answers[-1]
 
     assert marker(1, 1000) == INVALID_REQUEST, "above every coordinator's epoch"
     assert marker(1, 1) == NONE
