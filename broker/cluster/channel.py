@@ -37,7 +37,3 @@ class InterBrokerChannel:
                                                                       self.broker.store.client_security)
         return await connection.request((destination.host, destination.port), api, version, body,
                                          self.broker.config["request.timeout.ms"] / 1000)
-
-    def close(self) -> None:
-        for connection in self.connections.values():
-            connection.close()
