@@ -2,7 +2,10 @@
 
 - ``max.connections``: all listeners together, further capped by the descriptors the open-file limit
   leaves for connections (broker/descriptors.py), so accepting never fails with EMFILE; at the limit
-  the acceptors wait (server.py), as Kafka's do;
+  the acceptors wait (server.py), as Kafka's do. With more than one listener, the inter-broker
+  listener (inter.broker.listener.name) is protected as in Kafka: its connections are accepted at the
+  limit, and the least recently active connection of another listener is closed to make room, so
+  clients cannot lock replication out;
 - ``max.connections.per.ip`` and ``max.connections.per.ip.overrides`` (``host:count,...``);
 - ``max.connection.creation.rate`` (KIP-612): new connections a second; past it a new connection
   waits (is not read) until the rate allows it, as Kafka's acceptor waits;
@@ -42,8 +45,10 @@ def parse_overrides(text: str) -> dict[str, int]:
 
 
 class ConnectionQuotas:
-    def __init__(self, config, descriptors_for_connections: int | None = None, client_quotas=None) -> None:
+    def __init__(self, config, descriptors_for_connections: int | None = None, client_quotas=None,
+                 protected_listener: str | None = None) -> None:
         self.client_quotas = client_quotas
+        self.protected_listener = protected_listener
         self.max_connections = config["max.connections"]
         if descriptors_for_connections is not None and descriptors_for_connections < self.max_connections:
             self.max_connections = descriptors_for_connections
@@ -59,9 +64,10 @@ class ConnectionQuotas:
         self._slot_freed = asyncio.Event()
         self._full_logged = 0.0
 
-    async def wait_for_slot(self) -> None:
-        """Return once the broker has fewer than max.connections connections (those being set up count)."""
-        while self.total + self.setting_up >= self.max_connections:
+    async def wait_for_slot(self, listener: str) -> None:
+        """Return once the broker has fewer than max.connections connections (those being set up count),
+        at once on the protected listener."""
+        while listener != self.protected_listener and self.total + self.setting_up >= self.max_connections:
             now = time.monotonic()
             if now - self._full_logged >= 1.0:
                 log.warning("%d connections open, the limit is %d: new connections wait to be accepted",
@@ -70,13 +76,13 @@ class ConnectionQuotas:
             self._slot_freed.clear()
             await self._slot_freed.wait()
 
-    def admit(self, ip: str) -> bool:
+    def admit(self, ip: str, listener: str) -> bool:
         """Count a new connection from ``ip`` in, or refuse it (False) past a count limit."""
         limit = self.overrides.get(ip, self.per_ip)
         if self.by_ip[ip] >= limit:
             self._refuse(f"{ip} has {self.by_ip[ip]} connections, max.connections.per.ip is {limit}")
             return False
-        if self.total >= self.max_connections:
+        if self.total >= self.max_connections and listener != self.protected_listener:
             self._refuse(f"{self.total} connections open, the limit is {self.max_connections}")
             return False
         if self.client_quotas is not None and self.client_quotas.record_connection(ip):
@@ -85,6 +91,10 @@ class ConnectionQuotas:
         self.by_ip[ip] += 1
         self.total += 1
         return True
+
+    @property
+    def over_limit(self) -> bool:
+        return self.total > self.max_connections
 
     def set_up_done(self) -> None:
         """An accepted connection is set up (counted by admit) or failed to be."""

@@ -76,12 +76,15 @@ def advertised_endpoints(config: BrokerConfig) -> dict[str, tuple[str, int]]:
             for name in bound}
 
 
+def inter_broker_listener(config: BrokerConfig) -> str:
+    """The name of the listener brokers use between them: inter.broker.listener.name, or the first listener."""
+    return str(config["inter.broker.listener.name"]).upper() or next(iter(_urls(str(config["listeners"]))))
+
+
 def inter_broker_endpoint(config: BrokerConfig) -> tuple[str, int]:
     """Where other brokers reach this one: the advertised address of inter.broker.listener.name (default:
     the first listener), so replication can take another path than the clients."""
-    endpoints = advertised_endpoints(config)
-    name = str(config["inter.broker.listener.name"]).upper() or next(iter(endpoints))
-    return endpoints[name]
+    return advertised_endpoints(config)[inter_broker_listener(config)]
 
 
 def resolve(config: BrokerConfig) -> list[Listener]:

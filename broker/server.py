@@ -33,7 +33,7 @@ from .client_quotas import client_quota_throttle
 from .cluster.channel import InterBrokerChannel
 from .connection_quotas import ConnectionQuotas
 from .handlers import HANDLERS, api_versions
-from .listeners import Listener
+from .listeners import Listener, inter_broker_listener
 from .request_queue import RequestQueue
 from .security import authorization, sasl, tls
 from .transaction.verification import TransactionVerifier
@@ -87,10 +87,12 @@ class KafkaConnection(asyncio.Protocol):
     def connection_made(self, transport):
         self.transport = transport
         peer = transport.get_extra_info("peername")
-        if not self.quotas.admit(peer[0] if peer else ""):
+        if not self.quotas.admit(peer[0] if peer else "", self.listener.name):
             self.closed = True
             transport.abort()
             return
+        if self.quotas.over_limit:  # a connection of the protected listener: another makes room
+            _close_least_recently_active(self.registry, self.quotas.protected_listener)
         self.ip = peer[0] if peer else ""
         delay = self.quotas.creation_delay()
         if delay > 0:  # max.connection.creation.rate: its requests wait until its turn
@@ -423,7 +425,8 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         broker.metrics = BrokerMetrics(broker, connections)
         servers.append(await broker.metrics.serve(metrics_socket))
         tasks.append(asyncio.ensure_future(broker.metrics.sample_loop_lag()))
-    quotas = ConnectionQuotas(broker.config, broker.budget.connections if broker.budget else None, broker.quotas)
+    quotas = ConnectionQuotas(broker.config, broker.budget.connections if broker.budget else None, broker.quotas,
+                              inter_broker_listener(broker.config) if len(bound) > 1 else None)
     request_queue = RequestQueue(broker.config["queued.max.requests"])
     for listener, sock in bound.items():
         def connection(listener=listener):
@@ -437,7 +440,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         else:
             def set_up(client, address, connection=connection):
                 return _connect_accepted(loop, client, connection)
-        servers.append(_Acceptor(sock, asyncio.ensure_future(_accept(sock, quotas, set_up))))
+        servers.append(_Acceptor(sock, asyncio.ensure_future(_accept(sock, listener.name, quotas, set_up))))
         log.info("listening on %s (%s)", listener, listener.security_protocol)
     tasks.append(asyncio.ensure_future(_close_idle_connections(broker, connections)))
     tasks.append(asyncio.ensure_future(_flush_periodically(broker)))
@@ -459,7 +462,16 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
             await server.wait_closed()
 
 
-async def _accept(sock: socket.socket, quotas: ConnectionQuotas, set_up) -> None:
+def _close_least_recently_active(connections: set[KafkaConnection], protected_listener: str) -> None:
+    """max.connections with a protected listener's connection over it: Kafka closes the client connection
+    of another listener that was active least recently."""
+    others = [c for c in connections if c.listener.name != protected_listener and not c.closed]
+    if others:
+        min(others, key=lambda c: c.last_active).close(
+            "max.connections reached: closed to make room for an inter-broker connection")
+
+
+async def _accept(sock: socket.socket, listener: str, quotas: ConnectionQuotas, set_up) -> None:
     """A listener's acceptor: accepts connections until cancelled, each set up (``set_up``: a coroutine
     making its KafkaConnection, after a TLS handshake on a TLS listener) on its own. At
     max.connections it waits for one to close before accepting the next, as Kafka's acceptor does: a new
@@ -470,7 +482,7 @@ async def _accept(sock: socket.socket, quotas: ConnectionQuotas, set_up) -> None
     sock.listen(_LISTEN_BACKLOG)
     sock.setblocking(False)
     while True:
-        await quotas.wait_for_slot()
+        await quotas.wait_for_slot(listener)
         try:
             client, address = await loop.sock_accept(sock)
         except OSError as exc:  # out of file descriptors: keep serving the connections there are

@@ -96,6 +96,28 @@ def test_max_connections_makes_new_connections_wait(start_broker):
     assert "6 connections open, the limit is 6: new connections wait to be accepted" in b.log_text()
 
 
+@pytest.mark.timeout(60)
+def test_max_connections_spares_the_inter_broker_listener(start_broker):
+    """Kafka's protected listener: with clients holding every place, a connection to the inter-broker
+    listener is still accepted and served, and the least recently active client connection is closed."""
+    from conftest import free_port
+
+    internal = free_port()
+    b = start_broker({"listeners": f"CLIENT://127.0.0.1:{{port}},INTERNAL://127.0.0.1:{internal}",
+                      "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                      "inter.broker.listener.name": "INTERNAL", "max.connections": 2})
+    with connect_from(b.port) as idle, connect_from(b.port) as active:
+        assert served(idle) and served(active)
+        time.sleep(0.2)
+        assert served(active)  # now the idle one is the least recently active
+        with connect_from(internal) as replication:
+            assert served(replication)
+            closed, _ = wire.wait_closed(idle, timeout=10)
+            assert closed, "no client connection made room"
+            assert served(active)
+    assert "closed to make room for an inter-broker connection" in b.log_text()
+
+
 @pytest.mark.timeout(120)
 def test_max_connection_creation_rate_makes_new_connections_wait(start_broker):
     """KIP-612: 15 connections at once under a rate of 5 a second are all served, the last after ~2 s."""
