@@ -92,5 +92,10 @@ async def handle(broker, request, header) -> dict:
         result = await _create(broker, want, request["validate_only"])
         if not result["error_code"] and not request["validate_only"]:
             mutations.record(result["num_partitions"])
+        if not result["error_code"] and not broker.authorizer.authorize(header, "DescribeConfigs", TOPIC,
+                                                                        want["name"], log_denied=False):
+            # as Kafka: created, but what it was created with is for those who may describe its configs
+            result.update(topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id=None,
+                          num_partitions=-1, replication_factor=-1, configs=None)
         results.append(result)
     return {"throttle_time_ms": mutations.throttle_ms, "topics": results}

@@ -353,6 +353,22 @@ def test_an_idempotent_producer_needs_a_topic_write_no_deny_covers(start_broker)
         assert init["error_code"] == 0
 
 
+def test_create_topics_answers_what_a_topic_was_made_with_only_to_those_who_may_describe_its_configs(start_broker):
+    broker = acl_broker(start_broker)
+    create_acls(broker.internal, [*allow("User:alice", ResourceType.TOPIC, "made-", AclOperation.CREATE,
+                                         pattern=ResourcePatternType.PREFIXED),
+                                  *allow("User:alice", ResourceType.TOPIC, "made-open", AclOperation.DESCRIBE_CONFIGS)])
+    topic = {"num_partitions": 2, "replication_factor": -1, "assignments": [], "configs": []}
+    with WireClient(broker.port) as c:
+        c.request("SaslHandshake", 1, {"mechanism": "PLAIN"})
+        c.request("SaslAuthenticate", 2, {"auth_bytes": b"\0alice\0alice-secret"})
+        answer = c.request("CreateTopics", 7, {"topics": [{"name": "made-open", **topic}, {"name": "made-closed", **topic}],
+                                               "timeout_ms": 30000, "validate_only": False})
+    opened, closed = answer["topics"]
+    assert (opened["error_code"], opened["topic_config_error_code"], opened["num_partitions"]) == (0, 0, 2)
+    assert (closed["error_code"], closed["topic_config_error_code"], closed["num_partitions"]) == (0, 29, -1)
+
+
 def test_add_partitions_to_txn_from_v4_is_for_brokers(start_broker):
     """Kafka: AddPartitionsToTxn v4+ (the brokers' verification) needs ClusterAction, whatever the
     transactional id's and topics' ACLs."""
