@@ -22,12 +22,13 @@ from .delayed_fetch import FetchPurgatory
 from .descriptors import Budget
 from .errors import ErrorCode
 from .fetch_session import FetchSessionCache
-from .group import GroupCoordinator
+from .group import OFFSETS_TOPIC, GroupCoordinator
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 from .security import authorizer
 from .security.scram_credentials import CREDENTIALS_FILE, ScramCredentials
 from .security.tls_reload import ListenerContexts
 from .transaction import TransactionCoordinator
+from .transaction.state_manager import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger("moldau.broker")
 
@@ -86,9 +87,9 @@ class Broker:
                                   config["log.cleaner.dedupe.buffer.size"] // DEDUPE_BYTES_PER_KEY)
         self.replicas = ReplicaManager(self)
         self.store = self.replicas.store = _metadata_store(self)
-        self.groups = GroupCoordinator(self.logs, config, self.notify_append)
+        self.groups = GroupCoordinator(self.logs, self.replicas, config, self.notify_append)
         self.transactions = TransactionCoordinator(
-            self.logs, config, self.producer_ids, self.partition_leader, self.notify_append
+            self.logs, self.replicas, config, self.producer_ids, self.partition_leader, self.notify_append
         )
         self.kill_after_marker = faults.marker_killer()
         self.fail_marker = faults.marker_failer()
@@ -111,10 +112,22 @@ class Broker:
         log.info("loaded %d topics from %s", len(self.logs.topics), self.config.log_dir)
 
     async def open(self) -> None:
-        """Join the cluster (a standalone broker has nothing to join), then load the coordinators' state."""
+        """Join the cluster (a standalone broker has nothing to join), then load the coordinators' state
+        of the internal topics' partitions it leads, before it listens."""
         await self.store.start()
-        self.groups.load()
-        self.transactions.load()  # after the groups: its markers may complete their offsets
+        await self.groups.partitions.loaded()
+        await self.transactions.partitions.loaded()
+
+    def leadership_changed(self, topic: str, partition: int, leader: bool, epoch: int) -> None:
+        """A coordinator takes over the keys of an internal topic's partition this broker now leads
+        (Kafka's onElection) and gives up those of one it no longer leads (onResignation)."""
+        coordinator = {OFFSETS_TOPIC: self.groups, TRANSACTION_STATE_TOPIC: self.transactions}.get(topic)
+        if coordinator is None:
+            return
+        if leader:
+            coordinator.on_election(partition, epoch)
+        else:
+            coordinator.on_resignation(partition)
 
     async def close(self) -> None:
         """Leave the cluster: leadership handed over, session ended (controlled shutdown)."""

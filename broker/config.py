@@ -125,6 +125,10 @@ SETTINGS: list[Setting] = [
     Setting("offsets.retention.minutes", int, 10080, "Committed offsets of an empty group expire after this long."),
     Setting("offsets.retention.check.interval.ms", int, 600_000, "How often expired offsets are looked for."),
     Setting("offset.metadata.max.bytes", int, 4096, "Longest metadata string an offset commit may carry."),
+    Setting("offsets.commit.required.acks", int, -1, "-1: a group coordinator answers once its write is committed "
+            "(acks=all); 1: once the leader has it.", lambda v: None if v in (-1, 1) else "must be -1 or 1"),
+    Setting("offsets.commit.timeout.ms", int, 5000, "How long a group coordinator's write may wait to be committed.",
+            at_least(1)),
     Setting("producer.id.expiration.ms", int, 24 * 3600 * 1000,
             "Forget a partition's state of a producer idle this long."),
     Setting("producer.id.expiration.check.interval.ms", int, 600_000, "How often idle producers are looked for."),

@@ -79,6 +79,7 @@ class BrokerProcess:
         self.stdout_path = self.workdir / "broker.stdout.log"
         self.port = port if port is not None else free_port()
         self.overrides = {k: v for k, v in (overrides or {}).items()}
+        self.env: dict[str, str] = {}  # added to the test's environment for this broker alone
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.returncodes: list[int] = []
@@ -129,6 +130,7 @@ class BrokerProcess:
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
         env.setdefault("PYTHONFAULTHANDLER", "1")
+        env.update(self.env)
         with open(self.log_path, "ab") as err, open(self.stdout_path, "ab") as out:
             header = f"\n===== test harness: start #{self.starts + 1}: {' '.join(self.command())}\n"
             err.write(header.encode())

@@ -186,11 +186,13 @@ class Partition:
         if state.leader == me and (old.leader != me or old.leader_epoch != state.leader_epoch):
             log.info("%s-%d: leader at epoch %d, ISR %s", self.topic, self.index, state.leader_epoch, list(state.isr))
             self.become_leader(state)
+            self.manager.broker.leadership_changed(self.topic, self.index, True, state.leader_epoch)
         elif state.leader != me and old.leader == me:
             log.info("%s-%d: no longer leader (leader %d, epoch %d)", self.topic, self.index, state.leader,
                      state.leader_epoch)
             self.followers = {}
             self._complete_waiters()
+            self.manager.broker.leadership_changed(self.topic, self.index, False, state.leader_epoch)
         elif state.leader == me:
             # a reassignment adds followers (tracked from their first fetch) or takes them away
             now = _monotonic_ms()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
 from storage.catalog import TopicMetadata
 
 from .client_security import ClientSecurity
@@ -108,6 +109,14 @@ class LocalMetadataStore(MetadataStore):
     def __init__(self, broker) -> None:
         super().__init__(broker)
         self.cache = _LocalCache(broker)
+
+    async def start(self) -> None:
+        """The internal topics exist from the start, and this broker leads (and coordinates) all of them."""
+        self.broker.groups.manager.open_topic()
+        self.broker.transactions.state_manager.open_topic()
+        for name in INTERNAL_TOPIC_SETTINGS:
+            for p in range(self.broker.logs.topic(name).num_partitions):
+                self.broker.replicas.apply_state(name, p, self.cache.partition_state(name, p))
 
     async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicMetadata:
         return await self.broker.create_topic_locally(name, len(assignment), configs)

@@ -1,4 +1,4 @@
-"""GroupCoordinator: Kafka's classic group protocol, for every group, on this broker.
+"""GroupCoordinator: Kafka's classic group protocol, for the groups of the __consumer_offsets partitions this broker leads.
 
 A group moves Empty -> PreparingRebalance -> CompletingRebalance -> Stable
 (and back to PreparingRebalance whenever membership or subscriptions change).
@@ -8,6 +8,11 @@ re-armed or cancelled as the group moves on: the initial rebalance delay, the
 rebalance timeout (members that do not rejoin are dropped), the sync timeout
 (members that never send SyncGroup are dropped), each member's session
 timeout (re-armed by heartbeats), and the periodic offset retention check.
+
+A partition's groups are loaded when this broker becomes its leader and
+unloaded (timers cancelled, waiting JoinGroup and SyncGroup answered
+NOT_COORDINATOR) when it stops leading it; requests for them answer
+COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR meanwhile (OwnedPartitions).
 
 The broker never looks inside assignments; protocol metadata is read only to
 learn a consumer group's subscribed topics.
@@ -21,9 +26,10 @@ import logging
 import uuid
 from typing import Callable
 
+from broker.coordinator_partitions import OwnedPartitions
 from broker.errors import ErrorCode
 
-from .manager import GroupMetadataManager
+from .manager import OFFSETS_TOPIC, GroupMetadataManager
 from .metadata import (
     CONSUMER_PROTOCOL_TYPE,
     CommittedOffset,
@@ -74,26 +80,50 @@ def _check_member(group: GroupMetadata, member_id: str, instance_id: str | None,
 
 
 class GroupCoordinator:
-    """Every group on this broker. Dead groups are removed at once, so ``groups`` holds live ones only."""
+    """The groups of the partitions served here. Dead groups are removed at once, so ``groups`` holds live ones only."""
 
-    def __init__(self, logs, config, notify_append):
+    def __init__(self, logs, replicas, config, notify_append):
         self.config = config
-        self.manager = GroupMetadataManager(logs, config, notify_append)
+        self.manager = GroupMetadataManager(logs, replicas, config, notify_append)
         self.groups: dict[str, GroupMetadata] = {}
+        self.partitions = OwnedPartitions(OFFSETS_TOPIC)
         self._retention_timer: asyncio.TimerHandle | None = None
 
-    def load(self) -> None:
-        """Replay __consumer_offsets; done before the broker accepts connections."""
-        self.groups = self.manager.load()
-        log.info("loaded %d groups from %d partitions of __consumer_offsets (%d records)",
-                 len(self.groups), self.manager.num_partitions, self.manager.records_loaded)
-
     def start(self) -> None:
-        """Arm the loaded members' session timers and the offset retention check (on the running loop)."""
-        for group in self.groups.values():
-            for member in group.members.values():
-                self._schedule_session_timeout(group, member)
+        """Arm the offset retention check (on the running loop)."""
         self._schedule_retention_check()
+
+    # ---- the partitions this broker leads -------------------------------------------
+
+    def on_election(self, partition: int, epoch: int) -> None:
+        self.partitions.elect(partition, epoch, self._load)
+
+    async def _load(self, partition: int) -> None:
+        for group in (await self.manager.load_partition(partition)).values():
+            self.groups[group.group_id] = group
+            for member in group.members.values():  # each gets a session timeout from now to find us
+                self._schedule_session_timeout(group, member)
+
+    def on_resignation(self, partition: int) -> None:
+        """Another broker leads the partition now: its groups are its coordinator's."""
+        if not self.partitions.resign(partition):
+            return
+        unloaded = [g for g in self.groups.values() if self.offsets_partition(g.group_id) == partition]
+        for group in unloaded:
+            for member in group.members.values():
+                member.cancel_session_timer()
+                group.complete_join(member, JoinGroupResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+                group.complete_sync(member, SyncGroupResult(ErrorCode.NOT_COORDINATOR))
+            self._remove_group(group)
+        log.info("unloaded %d groups of %s-%d", len(unloaded), OFFSETS_TOPIC, partition)
+
+    def coordinator_error(self, group_id: str) -> ErrorCode:
+        """NONE if this broker coordinates the group now, else COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR."""
+        return self.partitions.error(self.offsets_partition(group_id))
+
+    async def committed(self, group_id: str, error: ErrorCode = ErrorCode.NONE) -> ErrorCode:
+        """``error``, or what to answer once the group's writes so far are committed (acks=all)."""
+        return await self.manager.committed(group_id, error)
 
     # ---- JoinGroup ------------------------------------------------------------------
 
@@ -105,6 +135,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if not group_id:
             error = ErrorCode.INVALID_GROUP_ID
+        elif self.coordinator_error(group_id):
+            error = self.coordinator_error(group_id)
         elif not self.config["group.min.session.timeout.ms"] <= timeout <= self.config["group.max.session.timeout.ms"]:
             error = ErrorCode.INVALID_SESSION_TIMEOUT
         elif group is None and joining.member_id != UNKNOWN_MEMBER_ID:
@@ -307,6 +339,8 @@ class GroupCoordinator:
     def _member_error(self, group_id, member_id, instance_id, generation_id) -> ErrorCode:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
+        if self.coordinator_error(group_id):
+            return self.coordinator_error(group_id)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -368,6 +402,8 @@ class GroupCoordinator:
         """(group error, one error per (member id, instance id)); an empty member id names a static member."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
+        if self.coordinator_error(group_id):
+            return self.coordinator_error(group_id), []
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
@@ -424,6 +460,8 @@ class GroupCoordinator:
         """Generation -1 with no member id is a simple commit, allowed while the group is Empty.
 
         An unknown group with a generation is GROUP_ID_NOT_FOUND (older versions say ILLEGAL_GENERATION)."""
+        if self.coordinator_error(group_id):
+            return dict.fromkeys(offsets, self.coordinator_error(group_id))
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -448,6 +486,8 @@ class GroupCoordinator:
 
         The member and generation are checked only when given (KIP-447), so a
         producer whose consumer is not in a group can commit too."""
+        if self.coordinator_error(group_id):
+            return dict.fromkeys(offsets, self.coordinator_error(group_id))
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
@@ -505,6 +545,8 @@ class GroupCoordinator:
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
                        ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """OffsetDelete: allowed for an Empty group, or for topics a consumer group does not subscribe to."""
+        if self.coordinator_error(group_id):
+            return self.coordinator_error(group_id), {}
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -523,7 +565,9 @@ class GroupCoordinator:
         results = {}
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if group is None:
+            if self.coordinator_error(group_id):
+                results[group_id] = self.coordinator_error(group_id)
+            elif group is None:
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
             elif not group.is_in(EMPTY):
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
+from broker import coordinator_partitions
 from broker.errors import ErrorCode
 from broker.internal_topics import open_internal_topic, partition_for
 from protocol.records import (
@@ -23,9 +24,7 @@ from protocol.records import (
     build_batch,
     iter_records,
     read_control_marker,
-    read_header,
 )
-from storage.errors import InvalidProducerEpoch, RecordBatchTooLarge
 from storage.log_manager import LogManager
 
 from . import records
@@ -37,36 +36,34 @@ log = logging.getLogger("moldau.group")
 
 
 class GroupMetadataManager:
-    def __init__(self, logs: LogManager, config, notify_append: Callable[[str, int], None]):
+    def __init__(self, logs: LogManager, replicas, config, notify_append: Callable[[str, int], None]):
         self.logs = logs
+        self.replicas = replicas
         self.config = config
         self.notify_append = notify_append
         self.num_partitions = config["offsets.topic.num.partitions"]
-        self.records_loaded = 0  # replayed by the last load: bounded by the live keys once compacted
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
     # ---- loading ----------------------------------------------------------------
 
-    def load(self) -> dict[str, GroupMetadata]:
-        """Create __consumer_offsets if missing, then replay every partition of it."""
-        topic = open_internal_topic(self.logs, OFFSETS_TOPIC, self.num_partitions,
-                                    self.config["offsets.topic.segment.bytes"], self.config)
-        groups: dict[str, GroupMetadata] = {}
-        self.records_loaded = 0
-        if topic is None:
-            return groups
-        self.num_partitions = topic.num_partitions
-        for partition in range(topic.num_partitions):
-            log_ = self.logs.log(OFFSETS_TOPIC, partition)
-            groups.update(replay_partition(log_.name, self._counted(log_.batches())))
-        return groups
+    def open_topic(self) -> None:
+        """Create __consumer_offsets here if missing (a standalone broker's start)."""
+        open_internal_topic(self.logs, OFFSETS_TOPIC, self.num_partitions, self.config["offsets.topic.segment.bytes"],
+                            self.config)
 
-    def _counted(self, batches):
-        for hdr, data in batches:
-            self.records_loaded += hdr.records_count
-            yield hdr, data
+    async def load_partition(self, partition: int) -> dict[str, GroupMetadata]:
+        """The groups of one partition, replayed from its log in steps (others are served meanwhile)."""
+        self.num_partitions = self.logs.topic(OFFSETS_TOPIC).num_partitions
+        log_ = self.logs.log(OFFSETS_TOPIC, partition)
+        replay = PartitionReplay(log_.name)
+        await coordinator_partitions.replay(log_, replay.feed)
+        groups = replay.groups()
+        # (one line per partition that holds anything: a standalone broker loads 50 at its start)
+        log.log(logging.INFO if replay.records else logging.DEBUG,
+                "loaded %d groups from %s (%d records)", len(groups), log_.name, replay.records)
+        return groups
 
     # ---- writing ------------------------------------------------------------------
 
@@ -76,7 +73,7 @@ class GroupMetadataManager:
         error, _ = self._append(group.group_id, [(records.group_metadata_key(group.group_id), value)])
         if error == ErrorCode.MESSAGE_TOO_LARGE:
             return ErrorCode.UNKNOWN_SERVER_ERROR
-        return error
+        return coordinator_partitions.client_error(error)
 
     def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, CommittedOffset]) -> ErrorCode:
         """Append the commits as one batch; on success they become the group's committed offsets."""
@@ -105,7 +102,7 @@ class GroupMetadataManager:
         if error == ErrorCode.MESSAGE_TOO_LARGE:
             return ErrorCode.INVALID_COMMIT_OFFSET_SIZE, {}
         if error != ErrorCode.NONE:
-            return error, {}
+            return coordinator_partitions.client_error(error), {}
         return error, {tp: c._replace(record_offset=first_offset + i) for i, (tp, c) in enumerate(entries)}
 
     def remove(self, group: GroupMetadata, partitions: list[TopicPartition], group_tombstone: bool) -> ErrorCode:
@@ -119,16 +116,13 @@ class GroupMetadataManager:
         if error == ErrorCode.NONE:
             for tp in partitions:
                 group.offsets.pop(tp, None)
-        return error
+        return coordinator_partitions.client_error(error)
 
     def _append(self, group_id: str, batch_records: list[tuple[bytes, bytes | None]],
                 producer: tuple[int, int] | None = None) -> tuple[ErrorCode, int]:
         """(error, offset of the first record) of appending one batch to the group's partition,
         a transactional batch of ``producer`` (id, epoch) if one is given."""
         partition = self.partition_for(group_id)
-        log_ = self.logs.log(OFFSETS_TOPIC, partition)
-        if log_ is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
         if producer is None:
             buf = bytearray(build_batch(batch_records))
         else:
@@ -136,40 +130,58 @@ class GroupMetadataManager:
                                         base_sequence=0, transactional=True))
         if len(buf) > self.config["message.max.bytes"]:
             return ErrorCode.MESSAGE_TOO_LARGE, -1
-        try:
-            first, _ = log_.append(buf, [(0, read_header(buf))], now_ms(), from_coordinator=producer is not None)
-        except RecordBatchTooLarge:
-            return ErrorCode.MESSAGE_TOO_LARGE, -1
-        except InvalidProducerEpoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH, -1
-        except OSError as exc:
-            log.error("append to %s failed: %s", log_.name, exc)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
-        self.notify_append(OFFSETS_TOPIC, partition)
-        return ErrorCode.NONE, first
+        error, first = coordinator_partitions.append(
+            self.replicas, OFFSETS_TOPIC, partition, buf, now_ms(), self.config["offsets.commit.required.acks"],
+            from_coordinator=producer is not None)
+        if error == ErrorCode.NONE:
+            self.notify_append(OFFSETS_TOPIC, partition)
+        return error, first
 
+    async def committed(self, group_id: str, error: ErrorCode = ErrorCode.NONE) -> ErrorCode:
+        """``error``, or once what was written for the group is committed, why it is not
+        (offsets.commit.required.acks -1: acks=all, up to offsets.commit.timeout.ms)."""
+        if error != ErrorCode.NONE or self.config["offsets.commit.required.acks"] != -1:
+            return error
+        return coordinator_partitions.client_error(await coordinator_partitions.committed(
+            self.replicas, OFFSETS_TOPIC, self.partition_for(group_id), self.config["offsets.commit.timeout.ms"]))
+
+
+class PartitionReplay:
+    """The groups stored in one partition of __consumer_offsets, fed its batches in log order."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.records = 0  # replayed: bounded by the live keys once compacted
+        self._groups: dict[str, GroupMetadata] = {}
+        self._described: set[str] = set()  # groups whose latest group metadata record is a value, not a tombstone
+
+    def _group(self, group_id: str) -> GroupMetadata:
+        return self._groups.setdefault(group_id, GroupMetadata(group_id, 0))
+
+    def feed(self, hdr: BatchHeader, data: bytes) -> None:
+        self.records += hdr.records_count
+        try:
+            if hdr.is_control:
+                committed = read_control_marker(data).type == CONTROL_COMMIT
+                for g in self._groups.values():
+                    g.complete_txn_offsets(hdr.producer_id, committed)
+                return
+            for record in iter_records(data):
+                _replay_record(record, hdr, self._group, self._described)
+        except (CorruptRecord, records.RecordFormatError) as exc:
+            log.warning("%s: skipped unreadable batch at offset %d (%s)", self.name, hdr.base_offset, exc)
+
+    def groups(self) -> dict[str, GroupMetadata]:
+        return {gid: g for gid, g in self._groups.items()
+                if gid in self._described or g.offsets or g.pending_txn_offsets}
 
 
 def replay_partition(name: str, batches: Iterable[tuple[BatchHeader, bytes]]) -> dict[str, GroupMetadata]:
     """The groups stored in one partition of __consumer_offsets, from its batches in log order."""
-    groups: dict[str, GroupMetadata] = {}
-    described: set[str] = set()  # groups whose latest group metadata record is a value, not a tombstone
-
-    def group(group_id: str) -> GroupMetadata:
-        return groups.setdefault(group_id, GroupMetadata(group_id, 0))
-
+    replay = PartitionReplay(name)
     for hdr, data in batches:
-        try:
-            if hdr.is_control:
-                committed = read_control_marker(data).type == CONTROL_COMMIT
-                for g in groups.values():
-                    g.complete_txn_offsets(hdr.producer_id, committed)
-                continue
-            for record in iter_records(data):
-                _replay_record(record, hdr, group, described)
-        except (CorruptRecord, records.RecordFormatError) as exc:
-            log.warning("%s: skipped unreadable batch at offset %d (%s)", name, hdr.base_offset, exc)
-    return {gid: g for gid, g in groups.items() if gid in described or g.offsets or g.pending_txn_offsets}
+        replay.feed(hdr, data)
+    return replay.groups()
 
 
 def _replay_record(record: Record, hdr: BatchHeader, group: Callable[[str], GroupMetadata], described: set[str]) -> None:

@@ -12,9 +12,10 @@ VERSIONS = (0, 4)
 PRODUCER_FENCED_SINCE = 2
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     group_id = request["group_id"]
     error = broker.transactions.add_offsets(request["transactional_id"], request["producer_id"],
                                             request["producer_epoch"], group_id,
                                             broker.groups.offsets_partition(group_id))
+    error = await broker.transactions.committed(request["transactional_id"], error)
     return {"throttle_time_ms": 0, "error_code": fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE)}

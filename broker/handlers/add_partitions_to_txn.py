@@ -16,7 +16,7 @@ PRODUCER_FENCED_SINCE = 2
 BATCHED_SINCE = 4
 
 
-def _errors(broker, header, version: int, transactional_id: str, producer_id: int, epoch: int, topics: list[dict],
+async def _errors(broker, header, version: int, transactional_id: str, producer_id: int, epoch: int, topics: list[dict],
             verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
     partitions = [(t["name"], p) for t in topics for p in t["partitions"]]
     authorizer = broker.authorizer
@@ -35,6 +35,7 @@ def _errors(broker, header, version: int, transactional_id: str, producer_id: in
     if verify_only:
         return coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
     error = coordinator.add_partitions(transactional_id, producer_id, epoch, set(partitions))
+    error = await coordinator.committed(transactional_id, error)
     return dict.fromkeys(partitions, fenced_for_version(error, version, PRODUCER_FENCED_SINCE))
 
 
@@ -45,10 +46,10 @@ def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict]:
     return [{"name": topic, "results_by_partition": results} for topic, results in by_topic.items()]
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     version = header.api_version
     if version < BATCHED_SINCE:
-        errors = _errors(broker, header, version, request["v3_and_below_transactional_id"],
+        errors = await _errors(broker, header, version, request["v3_and_below_transactional_id"],
                          request["v3_and_below_producer_id"], request["v3_and_below_producer_epoch"],
                          request["v3_and_below_topics"], verify_only=False)
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(errors)}
@@ -57,7 +58,7 @@ def handle(broker, request, header) -> dict:
                 "results_by_transaction": []}
     results = []
     for txn in request["transactions"]:
-        errors = _errors(broker, header, version, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
+        errors = await _errors(broker, header, version, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
                          txn["topics"], txn["verify_only"])
         results.append({"transactional_id": txn["transactional_id"], "topic_results": _topic_results(errors)})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}

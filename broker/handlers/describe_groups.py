@@ -25,7 +25,8 @@ def _member(m, group) -> dict:
 
 def _describe(broker, group_id: str, operations: int) -> dict:
     group = broker.groups.groups.get(group_id)
-    described = {"error_code": 0, "group_id": group_id, "authorized_operations": operations}
+    described = {"error_code": broker.groups.coordinator_error(group_id), "group_id": group_id,
+                 "authorized_operations": operations}
     if group is None:
         return {**described, "group_state": GroupState.DEAD.value, "protocol_type": "", "protocol_data": "", "members": []}
     return {

@@ -10,7 +10,8 @@ VERSIONS = (0, 0)
 def _describe(broker, header, transactional_id: str) -> dict:
     txn = broker.transactions.describe(transactional_id)
     if txn is None:
-        return {"error_code": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": transactional_id,
+        error = broker.transactions.coordinator_error(transactional_id) or ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        return {"error_code": error, "transactional_id": transactional_id,
                 "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
                 "producer_id": -1, "producer_epoch": -1, "topics": []}
     by_topic: dict[str, list[int]] = {}

@@ -24,7 +24,7 @@ def _result(code: int, producer_id: int = NO_PRODUCER_ID, epoch: int = NO_PRODUC
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": producer_id, "producer_epoch": epoch}
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     producer_id, epoch = request["producer_id"], request["producer_epoch"]
     if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH) or epoch < NO_PRODUCER_EPOCH:
         return _result(ErrorCode.INVALID_REQUEST)
@@ -34,6 +34,9 @@ def handle(broker, request, header) -> dict:
             return _result(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         error, producer_id, epoch = broker.transactions.init_producer_id(
             request["transactional_id"], request["transaction_timeout_ms"], producer_id, epoch)
+        error = await broker.transactions.committed(request["transactional_id"], error)
+        if error:
+            producer_id, epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         return _result(fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE), producer_id, epoch)
     if authorizer.enabled and not (authorizer.authorize(header, "IdempotentWrite", CLUSTER, CLUSTER_NAME, log_denied=False)
                                    or authorizer.may_write_some_topic(header)):

@@ -22,14 +22,15 @@ def handle(broker, request, header):
     future = broker.groups.join_group(
         request["group_id"], joining, require_known_member_id=version >= 4, supports_skip_assignment=version >= 9
     )
-    return _response(future, version)
+    return _response(broker, request["group_id"], future, version)
 
 
-async def _response(future, version: int) -> dict:
+async def _response(broker, group_id: str, future, version: int) -> dict:
     result = await future
+    error = await broker.groups.committed(group_id, result.error)  # a static member's rejoin is written
     return {
         "throttle_time_ms": 0,
-        "error_code": result.error,
+        "error_code": error,
         "generation_id": result.generation_id,
         "protocol_type": result.protocol_type,
         # not nullable before v7

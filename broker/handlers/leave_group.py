@@ -6,13 +6,15 @@ API = "LeaveGroup"
 VERSIONS = (0, 5)
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     batched = header.api_version >= 3
     if batched:
         leaving = [(m["member_id"], m["group_instance_id"]) for m in request["members"]]
     else:
         leaving = [(request["member_id"], None)]
     error, member_errors = broker.groups.leave_group(request["group_id"], leaving)
+    if error == ErrorCode.NONE:  # a member's leaving may have emptied the group, which is written
+        error = await broker.groups.committed(request["group_id"])
     if not batched and error == ErrorCode.NONE:
         error = member_errors[0]  # one member, one error code
     return {

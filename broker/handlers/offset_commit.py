@@ -10,7 +10,7 @@ API = "OffsetCommit"
 VERSIONS = (2, 9)
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     now = now_ms()
     retention = request["retention_time_ms"]  # v2-4; -1: the broker's offsets.retention.minutes
     refusal = group_refusal(broker, header, request)
@@ -31,5 +31,8 @@ def handle(broker, request, header) -> dict:
         if header.api_version < 9:  # older clients know an unknown group only as a stale generation
             committed = {tp: ErrorCode.ILLEGAL_GENERATION if e == ErrorCode.GROUP_ID_NOT_FOUND else e
                          for tp, e in committed.items()}
+        if ErrorCode.NONE in committed.values():  # answered once the commit is committed (acks=all)
+            error = await broker.groups.committed(request["group_id"])
+            committed = {tp: e or error for tp, e in committed.items()}
         errors.update(committed)
     return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}

@@ -9,11 +9,14 @@ API = "OffsetDelete"
 VERSIONS = (0, 0)
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     if not broker.authorizer.authorize(header, "Delete", GROUP, request["group_id"]):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     known, errors = requested_partitions(broker, request["topics"], header)
     error, results = broker.groups.delete_offsets(request["group_id"], [tp for tp, _ in known])
+    if ErrorCode.NONE in results.values():  # answered once the tombstones are committed
+        error = await broker.groups.committed(request["group_id"])
+        results = {tp: e or error for tp, e in results.items()}
     if error:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     errors.update(results)

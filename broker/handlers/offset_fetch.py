@@ -36,6 +36,8 @@ def _group(broker, header, group_id: str, topics, require_stable: bool) -> tuple
     """(topics, error code): Describe on the group is needed to see its offsets."""
     if not broker.authorizer.authorize(header, "Describe", GROUP, group_id):
         return [], ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if broker.groups.coordinator_error(group_id):
+        return [], broker.groups.coordinator_error(group_id)
     return _topics(broker, header, group_id, topics, require_stable), ErrorCode.NONE
 
 

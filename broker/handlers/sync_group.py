@@ -14,14 +14,15 @@ def handle(broker, request, header):
         request["protocol_name"],
         {a["member_id"]: a["assignment"] for a in request["assignments"]},
     )
-    return _response(future)
+    return _response(broker, request["group_id"], future)
 
 
-async def _response(future) -> dict:
+async def _response(broker, group_id: str, future) -> dict:
     result = await future
+    error = await broker.groups.committed(group_id, result.error)  # the leader's assignment is written
     return {
         "throttle_time_ms": 0,
-        "error_code": result.error,
+        "error_code": error,
         "protocol_type": result.protocol_type,
         "protocol_name": result.protocol_name,
         "assignment": result.assignment,

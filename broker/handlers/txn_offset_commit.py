@@ -18,21 +18,24 @@ VERSIONS = (0, 5)
 ADDS_PARTITION_SINCE = 5
 
 
-def _verify(broker, request, adds_partition: bool) -> ErrorCode:
+async def _verify(broker, request, adds_partition: bool) -> ErrorCode:
     """Whether the producer's open transaction holds the group's offsets partition (adding it first)."""
     if not request["group_id"]:
         return ErrorCode.INVALID_GROUP_ID
     partition = (OFFSETS_TOPIC, broker.groups.offsets_partition(request["group_id"]))
     producer = (request["transactional_id"], request["producer_id"], request["producer_epoch"])
     if adds_partition:
-        error = broker.transactions.add_partitions(*producer, {partition})
+        error = await broker.transactions.committed(request["transactional_id"],
+                                                    broker.transactions.add_partitions(*producer, {partition}))
     else:
         error = broker.transactions.verify_partitions(*producer, [partition])[partition]
+        if error == ErrorCode.NOT_COORDINATOR:
+            return ErrorCode.NONE  # another broker coordinates the transaction: nothing to verify it against here
     # what a write of a stale epoch to the offsets partition says; clients take it as fenced
     return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     now = now_ms()
     refusal = group_refusal(broker, header, request)
     if refusal:
@@ -44,11 +47,15 @@ def handle(broker, request, header) -> dict:
         for tp, p in known
     }
     if offsets:
-        error = _verify(broker, request, header.api_version >= ADDS_PARTITION_SINCE)
+        error = await _verify(broker, request, header.api_version >= ADDS_PARTITION_SINCE)
         if error:
             errors.update(dict.fromkeys(offsets, error))
         else:
-            errors.update(broker.groups.commit_txn_offsets(
+            committed = broker.groups.commit_txn_offsets(
                 request["group_id"], request["producer_id"], request["producer_epoch"], request["member_id"],
-                request["group_instance_id"], request["generation_id"], offsets))
+                request["group_instance_id"], request["generation_id"], offsets)
+            if ErrorCode.NONE in committed.values():  # answered once the commit is committed (acks=all)
+                error = await broker.groups.committed(request["group_id"])
+                committed = {tp: e or error for tp, e in committed.items()}
+            errors.update(committed)
     return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}

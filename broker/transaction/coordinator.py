@@ -1,4 +1,5 @@
-"""TransactionCoordinator: Kafka's transaction protocol (KIP-98) for every transactional id, on this broker.
+"""TransactionCoordinator: Kafka's transaction protocol (KIP-98) for the transactional ids of the
+__transaction_state partitions this broker leads.
 
 InitProducerId gives a transactional id its producer id and a new epoch,
 fencing older incarnations; an open transaction of one of them is aborted
@@ -16,9 +17,16 @@ Loop timers do the housekeeping: transactions open longer than their
 timeout are aborted with the epoch bumped (so the zombie producer is
 fenced), ids idle for transactional.id.expiration.ms are removed with a
 tombstone, and partitions whose last stable offset is stuck for longer than
-any transaction may last are logged (LastStableOffsetWatch). After a
-restart, a transaction found in PrepareCommit or PrepareAbort has its
-markers sent again.
+any transaction may last are logged (LastStableOffsetWatch).
+
+A partition's ids are loaded when this broker becomes its leader, at whose
+leader epoch it coordinates them (Kafka's coordinator epoch, carried by its
+markers); a transaction found in PrepareCommit or PrepareAbort then has its
+markers sent again and is completed. Losing the leadership unloads them and
+stops their markers: the next coordinator sends them. Requests are answered
+once what they wrote is committed, and markers go out only for a committed
+PrepareCommit or PrepareAbort, so no new coordinator finds a transaction
+Ongoing whose markers were written.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import logging
 from collections import Counter
 from typing import Callable
 
+from broker.coordinator_partitions import OwnedPartitions
 from broker.errors import ErrorCode
 from broker.group import OFFSETS_TOPIC
 from broker.group.metadata import now_ms
@@ -53,11 +62,8 @@ from .metadata import (
     TransactionState,
     TxnTransitMetadata,
 )
-from .state_manager import TransactionStateManager
+from .state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager
 
-# The leader epoch of __transaction_state's partitions, which is what Kafka calls the
-# coordinator epoch; a single broker never changes leaders, so it stays 0.
-COORDINATOR_EPOCH = 0
 COMPLETE_RETRY_S = 1.0
 # The transaction version (KIP-890) finalized in ApiVersions: 2 bumps the epoch at every EndTxn of a
 # client that speaks it (EndTxn v5+); Produce v12+ and TxnOffsetCommit v5+ add partitions themselves.
@@ -76,33 +82,25 @@ def fenced_for_version(error: ErrorCode, version: int, fenced_since: int) -> Err
 
 
 class TransactionCoordinator:
-    def __init__(self, logs: LogManager, config, producer_ids: ProducerIdManager,
+    def __init__(self, logs: LogManager, replicas, config, producer_ids: ProducerIdManager,
                  partition_leader: Callable[[str, int], int | None], notify_append: Callable[[str, int], None]):
         self.config = config
         self.producer_ids = producer_ids
         self.partition_leader = partition_leader
-        self.state_manager = TransactionStateManager(logs, config, notify_append)
+        self.state_manager = TransactionStateManager(logs, replicas, config, notify_append)
         self.transactions: dict[str, TransactionMetadata] = {}
+        self.partitions = OwnedPartitions(TRANSACTION_STATE_TOPIC)
         self.markers: TransactionMarkerChannelManager | None = None
         # stuck past the longest timeout, plus the time the coordinator may take to notice it ran out
         self.lso_watch = LastStableOffsetWatch(logs, config["transaction.max.timeout.ms"]
                                                + config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: dict[str, asyncio.Task] = {}  # transactional id -> its markers and completion
         self.completed = Counter()  # True: committed, False: aborted, since the last summary line
 
-    def load(self) -> None:
-        """Replay __transaction_state; done before the broker accepts connections."""
-        self.transactions = self.state_manager.load()
-        log.info("loaded %d transactional ids from %d partitions of __transaction_state",
-                 len(self.transactions), self.state_manager.num_partitions)
-
     def start(self, channel: BrokerChannel) -> None:
-        """Finish what a crash interrupted and arm the housekeeping timers (on the running loop)."""
+        """Finish what the previous coordinator left and arm the housekeeping timers (on the running loop)."""
         self.markers = TransactionMarkerChannelManager(channel, self.partition_leader)
-        for txn in self.transactions.values():
-            if txn.state in PREPARING:
-                log.info("completing %r after a restart: sending its markers again", txn)
-                self._write_markers(txn)
+        self._complete_prepared(self.transactions.values())
         self._schedule(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
                        self._abort_timed_out_transactions)
         self._schedule(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
@@ -111,6 +109,49 @@ class TransactionCoordinator:
         # checked as often as timed-out transactions are: a stuck LSO is one that outlived their abort
         self._schedule(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
                        lambda: self.lso_watch.check(now_ms()))
+
+    # ---- the partitions this broker leads -------------------------------------------
+
+    def on_election(self, partition: int, epoch: int) -> None:
+        self.partitions.elect(partition, epoch, self._load)
+
+    async def _load(self, partition: int) -> None:
+        loaded = await self.state_manager.load_partition(partition)
+        self.transactions.update(loaded)
+        if self.markers is not None:  # else start() does it
+            self._complete_prepared(loaded.values())
+
+    def _complete_prepared(self, transactions) -> None:
+        for txn in transactions:
+            if txn.state in PREPARING and txn.transactional_id not in self._tasks:
+                log.info("completing %r left by the previous coordinator: sending its markers again", txn)
+                self._write_markers(txn)
+
+    def on_resignation(self, partition: int) -> None:
+        """Another broker leads the partition now: its ids, and their markers, are its coordinator's."""
+        if not self.partitions.resign(partition):
+            return
+        unloaded = [t for t in self.transactions if self.state_manager.partition_for(t) == partition]
+        for transactional_id in unloaded:
+            del self.transactions[transactional_id]
+            task = self._tasks.pop(transactional_id, None)
+            if task is not None:
+                task.cancel()
+        log.info("unloaded %d transactional ids of %s-%d", len(unloaded), TRANSACTION_STATE_TOPIC, partition)
+
+    def coordinator_error(self, transactional_id: str) -> ErrorCode:
+        """NONE if this broker coordinates the id now, else COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR."""
+        return self.partitions.error(self.state_manager.partition_for(transactional_id))
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        """The leader epoch of the id's partition this broker coordinates it at (Kafka's coordinator epoch)."""
+        return self.partitions.epoch(self.state_manager.partition_for(transactional_id))
+
+    async def committed(self, transactional_id: str, error: ErrorCode = ErrorCode.NONE) -> ErrorCode:
+        """``error``, or what to answer once the id's writes so far are committed (acks=all)."""
+        if error != ErrorCode.NONE:
+            return error
+        return await self.state_manager.committed(transactional_id)
 
     def log_summary(self) -> None:
         """One INFO line for the transactions completed since the last one (none: no line)."""
@@ -126,6 +167,8 @@ class TransactionCoordinator:
         """(error, producer id, epoch); ``expected_producer_id`` -1 when the producer names none (KIP-360)."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if self.coordinator_error(transactional_id):
+            return self.coordinator_error(transactional_id), NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if not 0 < timeout_ms <= self.config["transaction.max.timeout.ms"]:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         expected = None if expected_producer_id < 0 else expected_epoch
@@ -171,6 +214,8 @@ class TransactionCoordinator:
         """The id's metadata if the request comes from its current producer."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
+        if self.coordinator_error(transactional_id):
+            return self.coordinator_error(transactional_id), None
         txn = self.transactions.get(transactional_id)
         if txn is not None and txn.next_producer_id != NO_PRODUCER_ID and producer_id == txn.next_producer_id:
             return ErrorCode.CONCURRENT_TRANSACTIONS, None  # the id after an epoch overflow: its markers are on their way
@@ -231,6 +276,8 @@ class TransactionCoordinator:
             CompleteCommit abort: invalid / bump   commit: done / invalid state
         """
         no_producer = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if transactional_id and self.coordinator_error(transactional_id):
+            return self.coordinator_error(transactional_id), *no_producer
         txn = self.transactions.get(transactional_id) if transactional_id else None
         if txn is None:
             return (ErrorCode.INVALID_REQUEST if not transactional_id else ErrorCode.INVALID_PRODUCER_ID_MAPPING,
@@ -292,12 +339,20 @@ class TransactionCoordinator:
     def _write_markers(self, txn: TransactionMetadata) -> None:
         task = asyncio.get_running_loop().create_task(self._complete(
             txn, txn.producer_id, txn.producer_epoch, txn.state == PREPARE_COMMIT, txn.partitions))
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
+        self._tasks[txn.transactional_id] = task
+        task.add_done_callback(lambda done: self._task_done(txn.transactional_id, done))
 
     async def _complete(self, txn: TransactionMetadata, producer_id: int, epoch: int, committed: bool,
                         partitions: frozenset[TopicPartition]) -> None:
-        await self.markers.write_markers(producer_id, epoch, committed, COORDINATOR_EPOCH, partitions)
+        """Markers once PrepareCommit/PrepareAbort is committed, then CompleteCommit/CompleteAbort.
+        Losing the partition's leadership cancels this; the next coordinator starts it over."""
+        tid = txn.transactional_id
+        while (error := await self.state_manager.committed(tid)) != ErrorCode.NONE:
+            if error == ErrorCode.NOT_COORDINATOR:
+                return  # (being unloaded)
+            log.warning("%r: its %s is not committed yet (%s); waiting", txn, txn.state.wire_name, error.name)
+            await asyncio.sleep(COMPLETE_RETRY_S)
+        await self.markers.write_markers(producer_id, epoch, committed, self.coordinator_epoch(tid), partitions)
         while True:
             now = now_ms()
             error = self._write(txn, txn.prepare_complete(now), now)
@@ -309,8 +364,9 @@ class TransactionCoordinator:
         log.debug("%s %r (%d partitions)", "committed" if committed else "aborted", txn, len(partitions))
         self.completed[committed] += 1
 
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
+    def _task_done(self, transactional_id: str, task: asyncio.Task) -> None:
+        if self._tasks.get(transactional_id) is task:
+            del self._tasks[transactional_id]
         if not task.cancelled() and task.exception() is not None:
             log.error("sending transaction markers failed", exc_info=task.exception())
 

@@ -39,7 +39,7 @@ CLUSTER_DEFAULTS = {
 
 class Cluster:
     def __init__(self, workdir: Path, size: int = 3, overrides: dict | None = None, proxied: bool = False,
-                 etcd_members: int = 1) -> None:
+                 etcd_members: int = 1, env: dict[int, dict[str, str]] | None = None) -> None:
         self.workdir = Path(workdir)
         self.etcd = LocalEtcd(self.workdir / "etcd", members=etcd_members)
         self.brokers: dict[int, BrokerProcess] = {}
@@ -59,6 +59,7 @@ class Cluster:
                 self.etcd_proxies[node] = [FaultProxy(("127.0.0.1", m.client_port), source=node)
                                            for m in self.etcd.members]
             self.brokers[node] = BrokerProcess(self.workdir / f"broker-{node}", config)
+            self.brokers[node].env = (env or {}).get(node, {})
 
     def start(self) -> "Cluster":
         self.etcd.start()
@@ -173,14 +174,15 @@ class Cluster:
 
 @pytest.fixture
 def start_cluster(tmp_path_factory):
-    """``start_cluster(3, proxied=False, etcd_members=1, **overrides)`` -> a started Cluster (``_`` in names
-    for ``.``); stopped at teardown. Import it into a test module to use it:
-    ``from helpers.cluster import start_cluster``."""
+    """``start_cluster(3, proxied=False, etcd_members=1, env=None, **overrides)`` -> a started Cluster (``_`` in
+    names for ``.``; ``env``: node id -> environment variables of that broker alone, e.g. a fault hook); stopped at
+    teardown. Import it into a test module to use it: ``from helpers.cluster import start_cluster``."""
     started: list[Cluster] = []
 
-    def _start(size: int = 3, proxied: bool = False, etcd_members: int = 1, **overrides) -> Cluster:
+    def _start(size: int = 3, proxied: bool = False, etcd_members: int = 1,
+               env: dict[int, dict[str, str]] | None = None, **overrides) -> Cluster:
         cluster = Cluster(tmp_path_factory.mktemp("cluster"), size,
-                          {k.replace("_", "."): v for k, v in overrides.items()}, proxied, etcd_members)
+                          {k.replace("_", "."): v for k, v in overrides.items()}, proxied, etcd_members, env)
         started.append(cluster)
         cluster.start()
         return cluster

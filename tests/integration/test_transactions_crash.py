@@ -126,13 +126,13 @@ def test_transactions_stay_all_or_nothing_when_the_broker_dies_between_prepare_a
     monkeypatch.setenv(KILL_AFTER_MARKERS_ENV, "7")
     since = b.log_offset()
     b.start()
-    b.wait_for_log(r"completing <transaction crash-app PrepareCommit .*> after a restart", since=since)
+    b.wait_for_log(r"completing <transaction crash-app PrepareCommit .*> left by the previous coordinator", since=since)
     _run_until_the_broker_dies(b, tmp_path, 100, targets)
 
     monkeypatch.delenv(KILL_AFTER_MARKERS_ENV)
     since = b.log_offset()
     b.start()
-    b.wait_for_log(r"completing <transaction crash-app PrepareCommit .*> after a restart", since=since)
+    b.wait_for_log(r"completing <transaction crash-app PrepareCommit .*> left by the previous coordinator", since=since)
     b.wait_for_log(r"committed <transaction crash-app CompleteCommit", since=since)
 
     committed = read_to_end(b.bootstrap, tps, "read_committed")

@@ -25,7 +25,7 @@ SEGMENT_BYTES = int(budget(50_000, 1_000_000))
 
 
 def _records_loaded(broker) -> int:
-    match = re.search(r"loaded \d+ groups from 1 partitions of __consumer_offsets \((\d+) records\)",
+    match = re.search(r"loaded \d+ groups from __consumer_offsets-0 \((\d+) records\)",
                       broker.log_since_start())
     assert match, broker.log_tail()
     return int(match[1])

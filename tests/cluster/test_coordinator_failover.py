@@ -1,0 +1,185 @@
+"""Group and transaction coordinators move with the leadership of their internal topics' partitions.
+
+Three brokers and an etcd (helpers.cluster, sessions time out after 4 s);
+the broker that coordinates a group or a transactional id -- the leader of
+its partition of __consumer_offsets / __transaction_state -- is killed -9,
+and the next leader of that partition loads it and takes over.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from broker.internal_topics import partition_for
+from helpers.cluster import CLUSTER_DEFAULTS, start_cluster  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.timeout(180)
+
+OFFSETS_PARTITIONS = CLUSTER_DEFAULTS["offsets.topic.num.partitions"]
+
+
+def coordinator(cluster, internal_topic: str, key: str) -> int:
+    """The broker leading the key's partition of the internal topic, i.e. its coordinator."""
+    partitions = CLUSTER_DEFAULTS[{"__consumer_offsets": "offsets.topic.num.partitions",
+                                   "__transaction_state": "transaction.state.log.num.partitions"}[internal_topic]]
+    return cluster.leader(internal_topic, partition_for(key, partitions))
+
+
+class Member(threading.Thread):
+    """A group member that processes each record, then commits its offset synchronously; a commit
+    that fails for a reason that passes (the coordinator is moving) is sent again."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, processed: list, stop: threading.Event):
+        super().__init__(daemon=True)
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": 30000, "heartbeat.interval.ms": 500,
+            "partition.assignment.strategy": "range",
+        })
+        self.topic, self.processed, self.stop = topic, processed, stop
+        self.lost_commits: list[str] = []  # commits refused for good: the group moved on without them
+        self.assignments: list[list[int]] = []
+
+    def run(self) -> None:
+        self.consumer.subscribe([self.topic], on_assign=lambda c, ps: self.assignments.append(
+            sorted(p.partition for p in ps)))
+        try:
+            while not self.stop.is_set():
+                m = self.consumer.poll(0.2)
+                if m is None or m.error():
+                    continue
+                self.processed.append((m.partition(), m.offset(), self.name))
+                self._commit(TopicPartition(m.topic(), m.partition(), m.offset() + 1))
+        finally:
+            self.consumer.close()
+
+    def _commit(self, tp: TopicPartition) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                self.consumer.commit(offsets=[tp], asynchronous=False)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() in (KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
+                                    KafkaError.REBALANCE_IN_PROGRESS):
+                    self.lost_commits.append(f"{tp.partition}@{tp.offset}: {error}")
+                    return
+                time.sleep(0.2)  # the coordinator is moving: send it again
+        self.lost_commits.append(f"{tp.partition}@{tp.offset}: no answer in 60 s")
+
+
+def produce(bootstrap: str, topic: str, first: int, count: int, partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    for i in range(first, first + count):
+        p.produce(topic, f"{i:05d}".encode(), partition=i % partitions)
+    assert p.flush(60) == 0
+
+
+def test_group_keeps_consuming_through_coordinator_kill(start_cluster):
+    cluster = start_cluster(3, min_insync_replicas=2)
+    topic, group, partitions, batch = "events", "survivors", 2, 300
+    cluster.create_topic(topic, partitions=partitions, replication_factor=3)
+    produce(cluster.bootstrap, topic, 0, batch, partitions)
+    processed: list[tuple[int, int, str]] = []
+    stop = threading.Event()
+    members = [Member(cluster.bootstrap, group, topic, processed, stop) for _ in range(2)]
+    for m in members:
+        m.start()
+    try:
+        cluster.wait_until(lambda: len(processed) >= batch and all(m.assignments for m in members), 60,
+                           "both members consuming the first records")
+        victim = coordinator(cluster, "__consumer_offsets", group)
+        before_kill = len(processed)
+        cluster.brokers[victim].kill()
+        produce(cluster.bootstrap, topic, batch, batch, partitions)
+        cluster.wait_until(lambda: len(processed) >= 2 * batch, 90, "every record processed")
+        time.sleep(1)  # a record processed twice would show up now
+        successor = coordinator(cluster, "__consumer_offsets", group)
+    finally:
+        stop.set()
+        for m in members:
+            m.join(30)
+    assert successor not in (victim, -1)
+    seen = [(p, o) for p, o, _ in processed]
+    assert len(seen) == len(set(seen)) == 2 * batch, "a record was processed twice or not at all"
+    assert [m.lost_commits for m in members] == [[], []]
+    after_kill = {name for _, _, name in processed[before_kill:]}
+    assert after_kill == {m.name for m in members}, "a member stopped consuming after the kill"
+    # the commits made before and after the kill are all with the new coordinator
+    check = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        committed = check.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        check.close()
+    assert [tp.offset for tp in committed] == [batch] * partitions
+
+
+def read_committed(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> list[bytes]:
+    """The values a read_committed consumer gets from partition 0, once it has ``expected`` of them."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    got: list[bytes] = []
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + timeout
+        while len(got) < expected and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+        return got
+    finally:
+        c.close()
+
+
+def transaction(bootstrap: str, transactional_id: str, topic: str, values: list[bytes]) -> None:
+    """One committed transaction of ``values`` by a new producer incarnation of ``transactional_id``."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5})
+    p.init_transactions(60)
+    p.begin_transaction()
+    for v in values:
+        p.produce(topic, v, partition=0)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            p.commit_transaction(30)
+            return
+        except KafkaException as exc:  # the answer was lost with the coordinator: ask the next one
+            if not exc.args[0].retriable() or time.monotonic() > deadline:
+                raise
+
+
+def test_transaction_in_prepare_commit_completes_on_the_next_coordinator(start_cluster):
+    # broker 1 kills itself -9 right after writing its first transaction marker
+    cluster = start_cluster(3, env={1: {"MOLDAU_FAULT_KILL_AFTER_TXN_MARKERS": "1"}}, min_insync_replicas=2)
+    Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "probe"}).init_transactions(60)
+    txn_partitions = CLUSTER_DEFAULTS["transaction.state.log.num.partitions"]
+    cluster.wait_until(lambda: cluster.full_isr("__transaction_state", txn_partitions, 3), 30, "__transaction_state")
+    # an id that broker 1 coordinates, and a topic whose partition has the same replicas in the same order, so
+    # that broker 1 writes the marker itself and the partition moves to the coordinator's successor
+    transactional_id = next(t for t in (f"orders-app-{i}" for i in range(100))
+                            if coordinator(cluster, "__transaction_state", t) == 1)
+    replicas = cluster.partition("__transaction_state", partition_for(transactional_id, txn_partitions)).replicas
+    admin = cluster.admin()
+    admin.create_topics([NewTopic("orders", 1, replica_assignment=[list(replicas)])])["orders"].result(30)
+    cluster.wait_until(lambda: cluster.full_isr("orders", 1, 3), 30, "orders fully replicated")
+
+    first = [f"first-{i}".encode() for i in range(10)]
+    transaction(cluster.bootstrap, transactional_id, "orders", first)  # answered once PrepareCommit is committed
+    cluster.wait_until(lambda: not cluster.brokers[1].alive(), 30, "broker 1 to kill itself after its marker")
+    assert cluster.brokers[1].proc.returncode == -9
+    assert "killing the broker after transaction marker 1" in cluster.brokers[1].log_text()
+
+    assert read_committed(cluster.bootstrap, "orders", len(first)) == first
+    successor = coordinator(cluster, "__transaction_state", transactional_id)
+    assert successor not in (1, -1)
+    # the application's next incarnation: fenced predecessor, new epoch, on it goes
+    second = [f"second-{i}".encode() for i in range(5)]
+    transaction(cluster.bootstrap, transactional_id, "orders", second)
+    assert read_committed(cluster.bootstrap, "orders", len(first) + len(second)) == first + second
+    assert "completing <transaction " + transactional_id in cluster.brokers[successor].log_text()
