@@ -145,6 +145,12 @@ def append(replicas, topic: str, partition: int, buf: bytearray, now: int, requi
     return ErrorCode.NONE, first
 
 
+def is_committed(replicas, topic: str, partition: int) -> bool:
+    """Whether everything this leader appended to the partition is committed already (always, standalone)."""
+    leader, _ = replicas.leader_partition(topic, partition)
+    return leader is not None and leader.high_watermark >= leader.log.log_end_offset
+
+
 async def committed(replicas, topic: str, partition: int, timeout_ms: int) -> ErrorCode:
     """acks=all for what this leader has appended to the partition so far: NONE once the high
     watermark reaches its log end (at once on a standalone broker), else why not."""

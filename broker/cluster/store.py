@@ -116,7 +116,7 @@ class LocalMetadataStore(MetadataStore):
         self.broker.transactions.state_manager.open_topic()
         for name in INTERNAL_TOPIC_SETTINGS:
             for p in range(self.broker.logs.topic(name).num_partitions):
-                self.broker.replicas.apply_state(name, p, self.cache.partition_state(name, p))
+                self.broker.leadership_changed(name, p, True, 0)
 
     async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicMetadata:
         return await self.broker.create_topic_locally(name, len(assignment), configs)

@@ -18,14 +18,18 @@ PRODUCER_FENCED_SINCE = 2
 BUMPS_EPOCH_SINCE = 5
 
 
-async def handle(broker, request, header) -> dict:
+def handle(broker, request, header):
     args = (request["transactional_id"], request["producer_id"], request["producer_epoch"], request["committed"])
     if header.api_version >= BUMPS_EPOCH_SINCE:
         error, producer_id, epoch = broker.transactions.end_txn_bumping_epoch(*args)
     else:
         error, producer_id, epoch = broker.transactions.end_txn(*args), NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-    error = await broker.transactions.committed(request["transactional_id"], error)  # PrepareCommit/Abort
-    if error:
-        producer_id, epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-    return {"throttle_time_ms": 0, "error_code": fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE),
-            "producer_id": producer_id, "producer_epoch": epoch}
+
+    def respond(error) -> dict:
+        return {"throttle_time_ms": 0,
+                "error_code": fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE),
+                "producer_id": producer_id if not error else NO_PRODUCER_ID,
+                "producer_epoch": epoch if not error else NO_PRODUCER_EPOCH}
+
+    # once PrepareCommit/PrepareAbort is committed
+    return broker.transactions.answer(request["transactional_id"], error, respond)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from typing import Callable
+from typing import Awaitable, Callable
 
 from broker.coordinator_partitions import OwnedPartitions
 from broker.errors import ErrorCode
@@ -152,6 +152,18 @@ class TransactionCoordinator:
         if error != ErrorCode.NONE:
             return error
         return await self.state_manager.committed(transactional_id)
+
+    def answer(self, transactional_id: str, error: ErrorCode, respond: Callable[[ErrorCode], dict]
+               ) -> dict | Awaitable[dict]:
+        """``respond(error)``, once the id's writes so far are committed: at once if they are (so a
+        standalone broker answers EndTxn in the same turn, its markers' task already queued)."""
+        if error or self.state_manager.is_committed(transactional_id):
+            return respond(error)
+
+        async def when_committed() -> dict:
+            return respond(await self.state_manager.committed(transactional_id))
+
+        return when_committed()
 
     def log_summary(self) -> None:
         """One INFO line for the transactions completed since the last one (none: no line)."""
