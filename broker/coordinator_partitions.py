@@ -158,10 +158,6 @@ async def committed(replicas, topic: str, partition: int, timeout_ms: int) -> Er
     if leader is None:
         return error
     epoch = leader.leader_epoch
-    if await leader.wait_for_high_watermark(leader.log.log_end_offset, timeout_ms / 1000):
-        if len(leader.state.isr) < leader.log.config.min_insync_replicas:
-            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return ErrorCode.NONE
-    if not leader.is_leader or leader.leader_epoch != epoch:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    return ErrorCode.REQUEST_TIMED_OUT
+    error = await leader.wait_for_replication(leader.log.log_end_offset, timeout_ms / 1000)
+    # leadership lost and won back meanwhile: what was appended may have been truncated
+    return ErrorCode.NOT_LEADER_OR_FOLLOWER if leader.leader_epoch != epoch else error
