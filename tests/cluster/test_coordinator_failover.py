@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -17,10 +18,13 @@ from confluent_kafka.admin import NewTopic
 
 from broker.internal_topics import partition_for
 from helpers.cluster import CLUSTER_DEFAULTS, start_cluster  # noqa: F401 (fixture)
+from helpers.reliability import WorkloadProcess, assert_verified, group_caught_up, wait_for
+from helpers.wire import WireClient
 
 pytestmark = pytest.mark.timeout(180)
 
 OFFSETS_PARTITIONS = CLUSTER_DEFAULTS["offsets.topic.num.partitions"]
+COORDINATOR_LOAD_IN_PROGRESS, UNSTABLE_OFFSET_COMMIT = 14, 88
 
 
 def coordinator(cluster, internal_topic: str, key: str) -> int:
@@ -183,3 +187,80 @@ def test_transaction_in_prepare_commit_completes_on_the_next_coordinator(start_c
     transaction(cluster.bootstrap, transactional_id, "orders", second)
     assert read_committed(cluster.bootstrap, "orders", len(first) + len(second)) == first + second
     assert "completing <transaction " + transactional_id in cluster.brokers[successor].log_text()
+
+
+def copies_committed(journal: Path, name: str) -> int:
+    """Transactions the copy app ``name`` has journaled as committed."""
+    path = journal / f"{name}.jsonl"
+    return path.read_text().count('"outcome":"commit"') if path.exists() else 0
+
+
+def test_exactly_once_copy_survives_the_kill_of_its_coordinators(start_cluster, tmp_path):
+    cluster = start_cluster(3, min_insync_replicas=2)
+    journal, group, partitions = tmp_path / "journal", "eos-copier", 3
+    for topic in ("eos-in", "eos-out"):
+        cluster.create_topic(topic, partitions=partitions, replication_factor=3)
+    source = WorkloadProcess("transactional-producer", cluster.bootstrap, journal, "source", topic="eos-in",
+                             partitions=partitions, rate=300, txn_size=5)
+    copier = WorkloadProcess("copy-app", cluster.bootstrap, journal, "copier", topic="eos-in", output="eos-out",
+                             group=group)
+    with source, copier:
+        for internal, key in (("__transaction_state", "copier"), ("__consumer_offsets", group)):
+            before = copies_committed(journal, "copier")
+            wait_for(lambda: copies_committed(journal, "copier") > before + 10, 60, "copies before the kill")
+            victim = coordinator(cluster, internal, key)
+            cluster.brokers[victim].kill()
+            after_kill = copies_committed(journal, "copier")
+            wait_for(lambda: copies_committed(journal, "copier") > after_kill + 10, 60,
+                     f"copies committed after the {internal} coordinator's kill")
+            assert coordinator(cluster, internal, key) not in (victim, -1)
+            assert source.alive() and copier.alive(), source.stderr_tail() + copier.stderr_tail()
+            cluster.brokers[victim].start()  # back in the ISRs before the next kill: min.insync.replicas holds
+            for topic, count in (("eos-in", partitions), ("eos-out", partitions), (internal, 3)):
+                cluster.wait_until(lambda: cluster.full_isr(topic, count, 3), 60, f"{topic} fully replicated")
+        assert source.stop(60) == 0, source.stderr_tail()
+        wait_for(lambda: group_caught_up(cluster.bootstrap, group, "eos-in", partitions), 60, "the copy to catch up")
+        assert copier.stop(30) == 0, copier.stderr_tail()
+    assert_verified(cluster.bootstrap, journal)
+
+
+def offset_fetch(cluster, node: int, group: str, topic: str) -> tuple[int, int]:
+    """(error code, committed offset) of partition 0 at broker ``node``, with require_stable."""
+    with WireClient(cluster.brokers[node].port) as c:
+        r = c.request("OffsetFetch", 7, {"group_id": group, "require_stable": True,
+                                         "topics": [{"name": topic, "partition_indexes": [0]}]})
+    if r["error_code"]:
+        return r["error_code"], -1
+    (p,) = r["topics"][0]["partitions"]
+    return p["error_code"], p["committed_offset"]
+
+
+def test_pending_transactional_offsets_move_with_the_group_coordinator(start_cluster):
+    cluster = start_cluster(3, min_insync_replicas=2)
+    cluster.create_topic("consumed", partitions=1, replication_factor=3)
+    group = "pending-offsets"
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    metadata = reader.consumer_group_metadata()
+    Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "probe"}).init_transactions(60)
+    assert reader.committed([TopicPartition("consumed", 0)], timeout=30)[0].offset < 0  # creates __consumer_offsets
+    cluster.wait_until(lambda: cluster.full_isr("__consumer_offsets", OFFSETS_PARTITIONS, 3), 30, "__consumer_offsets")
+    victim = coordinator(cluster, "__consumer_offsets", group)
+    # a transactional id coordinated elsewhere: only the group's coordinator dies
+    transactional_id = next(t for t in (f"offsets-app-{i}" for i in range(100))
+                            if coordinator(cluster, "__transaction_state", t) != victim)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id})
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.send_offsets_to_transaction([TopicPartition("consumed", 0, 42)], metadata, 30)
+    assert offset_fetch(cluster, victim, group, "consumed") == (UNSTABLE_OFFSET_COMMIT, -1)
+
+    cluster.brokers[victim].kill()
+    successor = cluster.wait_for_leader("__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS),
+                                        not_in=(victim,))
+    cluster.wait_until(lambda: offset_fetch(cluster, successor, group, "consumed")[0] != COORDINATOR_LOAD_IN_PROGRESS,
+                       30, "the new coordinator to load the group")
+    assert offset_fetch(cluster, successor, group, "consumed") == (UNSTABLE_OFFSET_COMMIT, -1)
+    p.commit_transaction(60)
+    cluster.wait_until(lambda: offset_fetch(cluster, successor, group, "consumed") == (0, 42), 30,
+                       "the committed offset at the new coordinator")
+    reader.close()
