@@ -157,7 +157,4 @@ async def committed(replicas, topic: str, partition: int, timeout_ms: int) -> Er
     leader, error = replicas.leader_partition(topic, partition)
     if leader is None:
         return error
-    epoch = leader.leader_epoch
-    error = await leader.wait_for_replication(leader.log.log_end_offset, timeout_ms / 1000)
-    # leadership lost and won back meanwhile: what was appended may have been truncated
-    return ErrorCode.NOT_LEADER_OR_FOLLOWER if leader.leader_epoch != epoch else error
+    return await leader.wait_for_replication(leader.log.log_end_offset, leader.leader_epoch, timeout_ms / 1000)
