@@ -91,8 +91,6 @@ def _verify_transaction(broker, transactional_id: str | None, hdr: BatchHeader, 
         error = coordinator.add_partitions(transactional_id, hdr.producer_id, hdr.producer_epoch, {tp})
     else:
         error = coordinator.verify_partitions(transactional_id, hdr.producer_id, hdr.producer_epoch, [tp])[tp]
-        if error == ErrorCode.NOT_COORDINATOR:
-            return ErrorCode.NONE  # another broker coordinates the transaction: nothing to verify it against here
     if error == ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH  # as for an idempotent producer's old epoch
     if error in _RETRIABLE_TXN_ERRORS:

@@ -19,18 +19,19 @@ ADDS_PARTITION_SINCE = 5
 
 
 async def _verify(broker, request, adds_partition: bool) -> ErrorCode:
-    """Whether the producer's open transaction holds the group's offsets partition (adding it first)."""
+    """Whether the producer's open transaction holds the group's offsets partition (adding it first):
+    asked of this broker's transaction coordinator, or over the network of the one that has the id."""
     if not request["group_id"]:
         return ErrorCode.INVALID_GROUP_ID
     partition = (OFFSETS_TOPIC, broker.groups.offsets_partition(request["group_id"]))
     producer = (request["transactional_id"], request["producer_id"], request["producer_epoch"])
-    if adds_partition:
+    if broker.txn_verifier.is_remote(request["transactional_id"]):
+        error = (await broker.txn_verifier.verify(*producer, [partition], adds_partition))[partition]
+    elif adds_partition:
         error = await broker.transactions.committed(request["transactional_id"],
                                                     broker.transactions.add_partitions(*producer, {partition}))
     else:
         error = broker.transactions.verify_partitions(*producer, [partition])[partition]
-        if error == ErrorCode.NOT_COORDINATOR:
-            return ErrorCode.NONE  # another broker coordinates the transaction: nothing to verify it against here
     # what a write of a stale epoch to the offsets partition says; clients take it as fenced
     return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
 
