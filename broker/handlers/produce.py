@@ -112,10 +112,11 @@ def _timestamp_problem(config, batches, now: int) -> str | None:
 def _topic_problem(broker, log_, records, hdr: BatchHeader, acks: int) -> tuple[ErrorCode, str] | None:
     """min.insync.replicas for acks=all, max.message.bytes, keys on compacted topics (Kafka's order)."""
     config = log_.config
-    in_sync = broker.in_sync_replicas(log_.topic, log_.partition)
-    if acks == -1 and len(in_sync) < config.min_insync_replicas:
-        return ErrorCode.NOT_ENOUGH_REPLICAS, (f"{len(in_sync)} in-sync replica(s), "
-                                               f"min.insync.replicas is {config.min_insync_replicas}")
+    if acks == -1:  # only acks=all looks the ISR up: one lookup a partition less for the others
+        in_sync = broker.in_sync_replicas(log_.topic, log_.partition)
+        if len(in_sync) < config.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS, (f"{len(in_sync)} in-sync replica(s), "
+                                                   f"min.insync.replicas is {config.min_insync_replicas}")
     if hdr.size > config.max_message_bytes:
         return ErrorCode.MESSAGE_TOO_LARGE, f"batch of {hdr.size} bytes exceeds max.message.bytes {config.max_message_bytes}"
     if config.compact and not hdr.is_control and any(r.key is None for r in iter_records(records)):
