@@ -28,6 +28,11 @@ MOLDAU_FAULT_DELAY_ISR_EXPANSION_MS=N (N >= 1): a leader holds each ISR
 expansion N ms before writing it to the metadata store -- an etcd that is slow
 to answer, or a leader paused with the write in flight. What the leader
 acknowledges meanwhile must be on the replica being added.
+
+MOLDAU_FAULT_DELAY_REPLICATION_WAIT_MS=N (N >= 1): an acks=all write (a
+Produce, a transaction marker) starts waiting for its replicas N ms after its
+append -- a busy event loop between the two, where the leadership the append
+was made in may end. The answer must never say it was replicated then.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ KILL_AFTER_MARKERS_ENV = "MOLDAU_FAULT_KILL_AFTER_TXN_MARKERS"
 FAIL_MARKERS_ENV = "MOLDAU_FAULT_FAIL_TXN_MARKERS"
 SLOW_DISK_ENV = "MOLDAU_FAULT_SLOW_DISK_FILE"
 DELAY_ISR_EXPANSION_ENV = "MOLDAU_FAULT_DELAY_ISR_EXPANSION_MS"
+DELAY_REPLICATION_WAIT_ENV = "MOLDAU_FAULT_DELAY_REPLICATION_WAIT_MS"
 
 log = logging.getLogger("moldau.faults")
 
@@ -150,3 +156,8 @@ def slow_disk(log_dir: Path) -> SlowDisk:
 def isr_expansion_delay_s() -> float:
     """How long a leader holds an ISR expansion before writing it; 0 by default."""
     return _env_count(DELAY_ISR_EXPANSION_ENV, 1) / 1000
+
+
+def replication_wait_delay_s() -> float:
+    """How long an acks=all write waits before it starts waiting for its replicas; 0 by default."""
+    return _env_count(DELAY_REPLICATION_WAIT_ENV, 1) / 1000

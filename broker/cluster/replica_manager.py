@@ -155,6 +155,10 @@ class Partition:
     async def wait_for_replication(self, offset: int, leader_epoch: int, timeout_s: float) -> ErrorCode:
         """acks=all once appended below ``offset`` at ``leader_epoch``: the error its writer gets (NONE once
         committed)."""
+        if self.manager.replication_wait_delay_s:
+            log.warning("%s-%d: fault injection (%s): the wait for offset %d starts in %.1fs", self.topic, self.index,
+                        faults.DELAY_REPLICATION_WAIT_ENV, offset, self.manager.replication_wait_delay_s)
+            await asyncio.sleep(self.manager.replication_wait_delay_s)
         if await self.wait_for_high_watermark(offset, leader_epoch, timeout_s):
             if len(self.state.isr) < self.log.config.min_insync_replicas:
                 return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -209,6 +213,7 @@ class ReplicaManager:
         self.store = None  # the metadata store, set by the broker
         self.fetchers = None  # a ReplicaFetcherManager in a cluster
         self.expansion_delay_s = faults.isr_expansion_delay_s()
+        self.replication_wait_delay_s = faults.replication_wait_delay_s()
 
     def on_append(self, topic: str, index: int) -> None:
         """Any append here (produce, markers, the coordinators' records): an ISR of one commits it at once."""

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
 from test_cluster_failover import produce, producer, read_partition
@@ -141,3 +142,51 @@ def test_a_restart_keeps_the_internal_topics_the_cluster_created(start_cluster):
     finally:
         consumer.close()
 
+
+
+def test_a_write_from_a_past_leadership_is_not_acknowledged_when_its_broker_leads_again(start_cluster, monkeypatch):
+    """An acks=all write belongs to the leader epoch it was appended in. Here its wait starts late (a fault
+    hook: a busy leader); meanwhile the leader is deposed, truncates the write, and leads again at a later
+    epoch over other records at that offset: the answer is NOT_LEADER_OR_FOLLOWER (the producer retries), never
+    an acknowledgement of that offset."""
+    monkeypatch.setenv("MOLDAU_FAULT_DELAY_REPLICATION_WAIT_MS", "30000")
+    cluster = start_cluster(3, min_insync_replicas=2, replica_fetch_wait_max_ms=100)
+    cluster.create_topic("regained", partitions=1, replication_factor=3)
+    leader = cluster.leader("regained")
+    followers = [n for n in cluster.brokers if n != leader]
+    results = []
+    writer = Producer({"bootstrap.servers": cluster.brokers[leader].bootstrap, "acks": "all",
+                       "request.timeout.ms": 90000, "message.timeout.ms": 110000})
+    # the followers paused (shorter than the session and lag timeouts): nobody copies the write
+    for n in followers:
+        os.kill(cluster.brokers[n].pid, signal.SIGSTOP)
+    try:
+        time.sleep(0.5)
+        since = cluster.brokers[leader].log_offset()
+        writer.produce("regained", b"appended-then-cut", partition=0,
+                       on_delivery=lambda err, m: results.append((err, m.offset())))
+        writer.poll(0)
+        cluster.brokers[leader].wait_for_log(r"regained-0: fault injection .* starts in", since=since)
+    finally:
+        for n in followers:
+            os.kill(cluster.brokers[n].pid, signal.SIGCONT)
+    # the leader paused past its session: a follower takes over; on waking it truncates the write
+    os.kill(cluster.brokers[leader].pid, signal.SIGSTOP)
+    try:
+        cluster.wait_for_leader("regained", not_in=(leader,))
+    finally:
+        os.kill(cluster.brokers[leader].pid, signal.SIGCONT)
+    others = Producer({"bootstrap.servers": cluster.bootstrap, "acks": 1})  # (acks=all would wait 30 s too)
+    assert all(e is None for e, _, _ in produce(others, "regained", [b"refill-1", b"refill-2"]))
+    cluster.wait_for_isr("regained", 0, {1, 2, 3})
+    admin = cluster.admin()
+    tp = TopicPartition("regained", 0)
+    assert admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)[tp] is None  # it leads again
+    assert cluster.leader("regained") == leader
+    assert writer.flush(120) == 0
+    # the producer retries after NOT_LEADER_OR_FOLLOWER: acknowledged, if at all, where the record now is
+    stored = dict(read_partition(cluster.bootstrap, "regained"))
+    ((error, offset),) = results
+    assert error is not None or stored.get(offset) == b"appended-then-cut", \
+        f"acknowledged at offset {offset}, which holds {stored.get(offset)!r}"
+    assert [v for v in stored.values() if v.startswith(b"refill")] == [b"refill-1", b"refill-2"]
