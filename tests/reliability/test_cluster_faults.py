@@ -2,7 +2,9 @@
 
 An etcd and three brokers (helpers.cluster) in helpers.cluster_faults' loop: a
 topic with RF=3, min.insync.replicas=2 and unclean.leader.election.enable=false,
-and two idempotent `verify.workloads` producers (acks=all) running throughout.
+and `verify.workloads` clients (idempotent and transactional acks=all
+producers, a consumer group; not yet the copy app, see helpers.cluster_faults)
+throughout.
 Each cycle injects one fault of the kinds in MOLDAU_CHAOS_FAULTS (default
 ``kill,pause``), seeded, in turns:
 
@@ -47,7 +49,7 @@ import time
 import pytest
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
-from helpers.cluster_faults import PARTITIONS, TOPIC, FaultLoop
+from helpers.cluster_faults import IDEMPOTENT, NO_COPY_APP, PARTITIONS, TOPIC, FaultLoop
 from helpers.reliability import budget, record_result
 
 CYCLES = budget(3, 20, "MOLDAU_CHAOS_CYCLES")  # of each fault kind
@@ -78,7 +80,8 @@ def test_acknowledged_records_survive_cluster_faults(start_cluster, tmp_path):
     cluster = start_cluster(3, etcd_session_timeout_ms=SESSION_TIMEOUT_MS, min_insync_replicas=2,
                             unclean_leader_election_enable="false")
     kinds = FAULTS * CYCLES
-    with FaultLoop(cluster, tmp_path, f"cluster faults: {CYCLES} cycles of each of {FAULTS}") as loop:
+    with FaultLoop(cluster, tmp_path, f"cluster faults: {CYCLES} cycles of each of {FAULTS}",
+                   plan=NO_COPY_APP) as loop:
         loop.run(kinds, crash_or_pause)
         verdict = loop.finish()
     assert [rc for b in cluster.brokers.values() for rc in b.returncodes].count(-9) == kinds.count("kill")
@@ -109,7 +112,8 @@ def lone_stale_replica(loop: FaultLoop, kind: str) -> dict:
 def test_unclean_election_loss_is_reported(start_cluster, tmp_path):
     """Not a pass/fail on loss: the figures say what unclean election cost (the replicas must still agree)."""
     cluster = start_cluster(3, etcd_session_timeout_ms=SESSION_TIMEOUT_MS, min_insync_replicas=2)
-    with FaultLoop(cluster, tmp_path, f"unclean election: {UNCLEAN_CYCLES} cycles", unclean=True) as loop:
+    with FaultLoop(cluster, tmp_path, f"unclean election: {UNCLEAN_CYCLES} cycles", unclean=True,
+                   plan=IDEMPOTENT) as loop:
         loop.run(["unclean"] * UNCLEAN_CYCLES, lone_stale_replica)
         verdict = loop.finish(must_pass=False)
     print(f"unclean elections cost: {verdict['violations_by_kind']}")

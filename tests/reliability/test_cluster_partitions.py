@@ -1,7 +1,8 @@
 """A three-broker cluster under network partitions and a slow follower disk: nothing acknowledged is lost.
 
 helpers.cluster_faults' loop (RF=3, min.insync.replicas=2, no unclean
-election, idempotent acks=all producers, `moldau verify` and byte-identical
+election, `verify.workloads` clients (all kinds; the copy app with the slow disk only),
+`moldau verify` and byte-identical
 replicas at the end) on a cluster whose replication and etcd connections go
 through fault proxies (helpers.cluster ``proxied``; clients connect directly).
 Each partition either drops connections or blackholes them, chosen per cycle:
@@ -18,8 +19,7 @@ Each partition either drops connections or blackholes them, chosen per cycle:
   leaders, so its high watermark stands still and it acknowledges nothing
   more. After healing it registers again and follows.
 
-``slow disk`` (with a two-member consumer group as well):
-one follower's appends wait 8 s each (broker/faults.py's
+``slow disk``: one follower's appends wait 8 s each (broker/faults.py's
 MOLDAU_FAULT_SLOW_DISK_FILE, a file in its log dir, written and removed by the
 test) until the leaders drop it from their ISRs; then the delay is lifted and
 it must catch up and rejoin, without a restart.
@@ -36,7 +36,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
-from helpers.cluster_faults import PARTITIONS, PROBE_TOPIC, TOPIC, WITH_GROUP, FaultLoop
+from helpers.cluster_faults import NO_COPY_APP, PARTITIONS, PROBE_TOPIC, TOPIC, FaultLoop
 from helpers.fault_proxy import BLACKHOLE, DROP
 from helpers.reliability import budget, record_result
 
@@ -85,7 +85,7 @@ def partition(loop: FaultLoop, kind: str) -> dict:
 @pytest.mark.timeout(budget(240, 3600))
 def test_acknowledged_records_survive_partitions(start_cluster, tmp_path):
     cluster = start_cluster(3, proxied=True, **CLUSTER)
-    with FaultLoop(cluster, tmp_path, f"partitions: {CYCLES} cycles of each kind") as loop:
+    with FaultLoop(cluster, tmp_path, f"partitions: {CYCLES} cycles of each kind", plan=NO_COPY_APP) as loop:
         loop.run(["brokers", "etcd"] * CYCLES, partition)
         verdict = loop.finish()
     record_result("cluster_partitions", **loop.figures(verdict))
@@ -109,8 +109,7 @@ def slow_follower(loop: FaultLoop, kind: str) -> dict:
 def test_slow_follower_leaves_and_rejoins_the_isr(start_cluster, tmp_path, monkeypatch):
     monkeypatch.setenv("MOLDAU_FAULT_SLOW_DISK_FILE", SLOW_DISK_FILE)  # relative: each broker's own log dir
     cluster = start_cluster(3, **CLUSTER)
-    what = f"slow follower disk: {CYCLES} cycles"
-    with FaultLoop(cluster, tmp_path, what, plan=WITH_GROUP) as loop:
+    with FaultLoop(cluster, tmp_path, f"slow follower disk: {CYCLES} cycles") as loop:
         loop.run(["slow disk"] * CYCLES, slow_follower)
         verdict = loop.finish()
     for node, b in cluster.brokers.items():

@@ -1,8 +1,8 @@
 """A three-broker cluster on a three-member etcd that loses members: the brokers go on serving.
 
 helpers.cluster_faults' loop (RF=3, min.insync.replicas=2, no unclean
-election, idempotent acks=all producers and a two-member consumer group,
-`moldau verify` and byte-identical replicas at the end) with the brokers' etcd.connect naming all three members:
+election, every kind of `verify.workloads` client, `moldau verify` and
+byte-identical replicas at the end) with the brokers' etcd.connect naming all three members:
 
 - ``member``: kill -9 of one etcd member (in turn, the first one first: every
   broker's client starts on it), restarted after longer than a session. The
@@ -29,7 +29,7 @@ import time
 import pytest
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
-from helpers.cluster_faults import PARTITIONS, TOPIC, WITH_GROUP, FaultLoop
+from helpers.cluster_faults import PARTITIONS, TOPIC, FaultLoop
 from helpers.reliability import budget, record_result
 
 CYCLES = budget(2, 20, "MOLDAU_CHAOS_CYCLES")  # of each fault kind
@@ -69,8 +69,7 @@ def etcd_outage(loop: FaultLoop, kind: str) -> dict:
 def test_brokers_ride_out_etcd_failures(start_cluster, tmp_path):
     cluster = start_cluster(3, etcd_members=3, etcd_session_timeout_ms=SESSION_TIMEOUT_MS, min_insync_replicas=2,
                             unclean_leader_election_enable="false")
-    what = f"etcd failures: {CYCLES} cycles of each kind"
-    with FaultLoop(cluster, tmp_path, what, plan=WITH_GROUP) as loop:
+    with FaultLoop(cluster, tmp_path, f"etcd failures: {CYCLES} cycles of each kind") as loop:
         loop.run(["member", "etcd"] * CYCLES, etcd_outage)
         verdict = loop.finish()
     record_result("cluster_etcd_faults", **loop.figures(verdict))
