@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from conftest import free_port
 from helpers.cluster import Cluster
+from helpers.cluster_txn import consume, transaction, txn_producer
 from helpers.kafka import admin, producer
 from helpers.security import librdkafka_tls, tls_listener
 from helpers.startup import error_lines, serve_refused
@@ -140,6 +141,13 @@ def test_brokers_with_only_a_sasl_ssl_listener_replicate_from_each_other(tmp_pat
             cluster.wait_until(lambda: cluster.log_bytes(node, "guarded", 0) == cluster.log_bytes(3 - node, "guarded", 0)
                                and cluster.log_bytes(node, "guarded", 1) == cluster.log_bytes(3 - node, "guarded", 1),
                                30, "identical replicas")
+        # a transaction over both brokers' partitions: the partition leader that does not coordinate it asks
+        # the one that does (AddPartitionsToTxn), which sends it its marker, both over SASL_SSL
+        tp = txn_producer(cluster, "guarded-app", **cluster.client_conf)
+        committed = transaction(tp, [("guarded", 0), ("guarded", 1)], "txn", 5)
+        got = consume(cluster, [("guarded", 0), ("guarded", 1)], 20 + len(committed), "read_committed",
+                      conf=cluster.client_conf)
+        assert sorted(v for _, _, v in got if v.startswith(b"txn")) == sorted(v for _, _, v in committed)
         assert all("denied" not in b.log_text() for b in cluster.brokers.values())
     finally:
         cluster.stop()

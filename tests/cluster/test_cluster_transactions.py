@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import ElectionType, Producer, TopicPartition
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
-from helpers.cluster_txn import DEADLINE_S, NONE, consume, create_placed, find_coordinator
-from helpers.txn_wire import INVALID_TXN_STATE, begin, end_txn, log_end, lso, produce, txn_batch
+from helpers.cluster_txn import DEADLINE_S, GROUP_KEY, NONE, consume, create_placed, find_coordinator
+from helpers.txn_wire import INVALID_TXN_STATE, begin, end_txn, init_producer_id, log_end, lso, produce, txn_batch
 from helpers.wire import WireClient
 
 pytestmark = pytest.mark.timeout(180)
@@ -64,6 +64,46 @@ def test_partition_leaders_ask_the_coordinator_on_another_broker(start_cluster):
         assert end_txn(c, txn, committed=True) == NONE
     assert sorted(consume(cluster, [("checked", 0), ("checked", 1)], 2, "read_committed")) == [
         ("checked", 0, b"in"), ("checked", 0, b"in too")]
+
+
+def test_a_group_coordinator_asks_the_transaction_coordinator_on_another_broker(start_cluster):
+    """TxnOffsetCommit to a group coordinator that does not coordinate the transaction: it asks the broker
+    that does whether the group's offsets partition is in the transaction, and the commit marker that
+    broker sends makes the offset count."""
+    cluster = start_cluster(3)
+    coordinator = find_coordinator(cluster, "offsets-app")
+    group = next(g for g in (f"group-{i}" for i in range(100))
+                 if find_coordinator(cluster, g, GROUP_KEY) != coordinator)
+    group_coordinator = find_coordinator(cluster, group, GROUP_KEY)
+    create_placed(cluster, "consumed", [[1, 2, 3]])
+    with WireClient(cluster.brokers[coordinator].port) as c:
+        _, pid, epoch = init_producer_id(c, "offsets-app")
+        txn = ("offsets-app", pid, epoch)
+    commit = {"transactional_id": "offsets-app", "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+              "generation_id": -1, "member_id": "", "group_instance_id": None,
+              "topics": [{"name": "consumed", "partitions": [
+                  {"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1,
+                   "committed_metadata": ""}]}]}
+
+    def txn_offset_commit() -> int:
+        with WireClient(cluster.brokers[group_coordinator].port) as c:
+            return c.request("TxnOffsetCommit", 3, commit)["topics"][0]["partitions"][0]["error_code"]
+
+    assert txn_offset_commit() == INVALID_TXN_STATE, "the group's offsets partition is not in the transaction"
+    with WireClient(cluster.brokers[coordinator].port) as c:
+        assert c.request("AddOffsetsToTxn", 3, {"transactional_id": "offsets-app", "producer_id": pid,
+                                                "producer_epoch": epoch, "group_id": group})["error_code"] == NONE
+    assert txn_offset_commit() == NONE
+    with WireClient(cluster.brokers[coordinator].port) as c:
+        assert end_txn(c, txn, committed=True) == NONE
+
+    def committed_offset() -> int:
+        with WireClient(cluster.brokers[group_coordinator].port) as c:
+            r = c.request("OffsetFetch", 7, {"group_id": group, "require_stable": True,
+                                             "topics": [{"name": "consumed", "partition_indexes": [0]}]})
+        return r["topics"][0]["partitions"][0]["committed_offset"]
+
+    cluster.wait_until(lambda: committed_offset() == 7, DEADLINE_S, "the offset committed by the marker")
 
 
 def test_a_marker_from_an_older_coordinator_epoch_is_fenced(start_cluster):

@@ -10,20 +10,20 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from helpers.wire import WireClient
 
 NONE = 0
-TRANSACTION_KEY = 1  # FindCoordinator's key type of a transactional id
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator's key types
 DEADLINE_S = 40
 
 
-def find_coordinator(cluster, transactional_id: str) -> int:
-    """The node the cluster names as the id's transaction coordinator."""
+def find_coordinator(cluster, key: str, key_type: int = TRANSACTION_KEY) -> int:
+    """The node the cluster names as the coordinator of a transactional id (or group)."""
     def ask() -> int:
         broker = next(b for b in cluster.brokers.values() if b.alive())
         with WireClient(broker.port) as c:
-            (found,) = c.request("FindCoordinator", 4, {"key_type": TRANSACTION_KEY,
-                                                        "coordinator_keys": [transactional_id]})["coordinators"]
+            (found,) = c.request("FindCoordinator", 4, {"key_type": key_type, "coordinator_keys": [key]})[
+                "coordinators"]
         return found["node_id"] if found["error_code"] == NONE else -1
 
-    cluster.wait_until(lambda: ask() >= 0, 30, f"a coordinator for {transactional_id}")
+    cluster.wait_until(lambda: ask() >= 0, 30, f"a coordinator for {key}")
     return ask()
 
 
@@ -40,12 +40,12 @@ def create_placed(cluster, name: str, replicas: list[list[int]]) -> None:
 
 
 def consume(cluster, tps: list[tuple[str, int]], expected: int, isolation: str = "read_uncommitted",
-            timeout: float = DEADLINE_S, settle: float = 1.0) -> list[tuple[str, int, bytes]]:
-    """(topic, partition, value) of what a consumer reads from offset 0: until ``expected`` records (then
-    ``settle`` s more, so a duplicate would show) or the timeout."""
+            timeout: float = DEADLINE_S, settle: float = 1.0, conf: dict | None = None) -> list[tuple[str, int, bytes]]:
+    """(topic, partition, value) of what a consumer (with ``conf``) reads from offset 0: until ``expected``
+    records (then ``settle`` s more, so a duplicate would show) or the timeout."""
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"check-{time.monotonic_ns()}",
                          "isolation.level": isolation, "enable.auto.commit": False, "broker.address.family": "v4",
-                         "topic.metadata.refresh.interval.ms": 1000})
+                         "topic.metadata.refresh.interval.ms": 1000, **(conf or {})})
     try:
         consumer.assign([TopicPartition(t, i, 0) for t, i in tps])
         got = []
@@ -61,9 +61,9 @@ def consume(cluster, tps: list[tuple[str, int]], expected: int, isolation: str =
         consumer.close()
 
 
-def txn_producer(cluster, transactional_id: str) -> Producer:
+def txn_producer(cluster, transactional_id: str, **conf) -> Producer:
     p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id, "linger.ms": 5,
-                  "broker.address.family": "v4", "transaction.timeout.ms": 60000})
+                  "broker.address.family": "v4", "transaction.timeout.ms": 60000, **conf})
     p.init_transactions(DEADLINE_S)
     return p
 

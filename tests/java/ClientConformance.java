@@ -1,5 +1,7 @@
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -71,6 +73,9 @@ import static org.apache.kafka.common.IsolationLevel.READ_UNCOMMITTED;
  *   produce TOPIC PARTITION COUNT CODEC     KafkaProducer defaults, linger + batch.size, one compression codec
  *   consume TOPIC PARTITION ISOLATION TS    assign, seekToBeginning, poll to the end, seek, seekToEnd, offsetsForTimes
  *   transactions TOPIC PARTITION COUNT TXID OUTCOMES   one transaction per outcome (commit,abort,...)
+ *   transactionsHeld TOPIC PARTITIONS COUNT TXID HOLD GO   three committed transactions over PARTITIONS
+ *                                           partitions; the second, records flushed, creates file HOLD and
+ *                                           waits for file GO before its commit; then read_committed reads all
  *   group TOPIC GROUP P=OFFSET[,P=OFFSET]   subscribe, poll, commitSync; a second member resumes there
  *   follow TOPIC PARTITIONS COUNT           assign partitions 0..PARTITIONS-1, poll until COUNT records came
  * </pre>
@@ -103,6 +108,8 @@ public final class ClientConformance {
                 case "consume" -> consume(bootstrap, partition(a[0], a[1]), a[2], longs(a[3]));
                 case "transactions" -> transactions(bootstrap, partition(a[0], a[1]), Integer.parseInt(a[2]), a[3],
                         List.of(a[4].split(",")));
+                case "transactionsHeld" -> transactionsHeld(bootstrap, a[0], Integer.parseInt(a[1]),
+                        Integer.parseInt(a[2]), a[3], Path.of(a[4]), Path.of(a[5]));
                 case "group" -> group(bootstrap, a[0], a[1], a[2]);
                 case "alterConfigs" -> alterConfigs(bootstrap, a[0]);
                 case "describeConfigs" -> describeConfigs(bootstrap, a[0]);
@@ -480,6 +487,66 @@ public final class ClientConformance {
                 long[] ended = endOffsetsOnceStable(admin, tp, open[0]);
                 emit("ended", "transaction", t, "latest", ended[0], "latestReadCommitted", ended[1]);
             }
+        }
+    }
+
+    /**
+     * Three transactions of COUNT records per partition, all committed; the second holds before its commit
+     * (file HOLD created, until file GO exists) so the test can break the cluster there. Then a
+     * read_committed consumer reads every partition from the beginning to the end (the LSO).
+     */
+    static void transactionsHeld(String bootstrap, String topic, int partitions, int count, String transactionalId,
+            Path hold, Path go) throws Exception {
+        Properties props = producerProps(bootstrap);
+        props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, DEADLINE_MS);
+        props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, (int) DEADLINE_MS);
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int p = 0; p < partitions; p++) {
+            tps.add(new TopicPartition(topic, p));
+        }
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            producer.initTransactions();
+            for (int t = 0; t < 3; t++) {
+                producer.beginTransaction();
+                for (TopicPartition tp : tps) {
+                    for (int i = 0; i < count; i++) {
+                        String value = "t" + t + "-p" + tp.partition() + "-" + i;
+                        byte[] bytes = value.getBytes(StandardCharsets.UTF_8);
+                        producer.send(new ProducerRecord<>(topic, tp.partition(), null, bytes));
+                    }
+                }
+                producer.flush();
+                if (t == 1) {
+                    Files.createFile(hold);
+                    long deadline = System.currentTimeMillis() + DEADLINE_MS;
+                    while (!Files.exists(go)) {
+                        if (System.currentTimeMillis() > deadline) {
+                            throw new TimeoutException("no " + go);
+                        }
+                        Thread.sleep(20);
+                    }
+                }
+                producer.commitTransaction();
+                emit("committed", "transaction", t);
+            }
+        }
+        Properties consumerProps = consumerProps(bootstrap);
+        consumerProps.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerProps)) {
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            Map<TopicPartition, Long> ends = consumer.endOffsets(tps);
+            // the LSO passes the last commit once its markers are in: wait for all of them
+            long deadline = System.currentTimeMillis() + DEADLINE_MS;
+            while (ends.values().stream().mapToLong(Long::longValue).sum() < 3L * partitions * (count + 1)) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw new TimeoutException("end offsets " + ends + " never passed the last commit markers");
+                }
+                Thread.sleep(100);
+                ends = consumer.endOffsets(tps);
+            }
+            pollUntilEnd(consumer, ends).forEach(r -> emit("record", record(r)));
         }
     }
 
