@@ -13,8 +13,9 @@ passed it (acks=all), so a new coordinator never lacks an acknowledged change.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from typing import Awaitable, Callable, Iterator
+from typing import Awaitable, Callable, Iterator, TypeVar, Union
 
 from protocol.records import BatchHeader, read_header
 from storage.errors import InvalidProducerEpoch, RecordBatchTooLarge
@@ -25,6 +26,8 @@ from .errors import ErrorCode
 log = logging.getLogger("moldau.coordinator")
 
 LOADING, ACTIVE = "loading", "active"
+Pending = Union[ErrorCode, Awaitable[ErrorCode]]  # an answer now, or one to wait for
+T, U = TypeVar("T"), TypeVar("U")
 LOAD_STEP_BATCHES = 500  # batches replayed between two turns of the event loop
 
 # a state write's failure as the coordinator's client sees it (Kafka's mapping for offset commits and
@@ -145,16 +148,33 @@ def append(replicas, topic: str, partition: int, buf: bytearray, now: int, requi
     return ErrorCode.NONE, first
 
 
-def is_committed(replicas, topic: str, partition: int) -> bool:
-    """Whether everything this leader appended to the partition is committed already (always, standalone)."""
-    leader, _ = replicas.leader_partition(topic, partition)
-    return leader is not None and leader.high_watermark >= leader.log.log_end_offset
-
-
-async def committed(replicas, topic: str, partition: int, timeout_ms: int) -> ErrorCode:
-    """acks=all for what this leader has appended to the partition so far: NONE once the high
-    watermark reaches its log end (at once on a standalone broker), else why not."""
+def committed(replicas, topic: str, partition: int, timeout_ms: int) -> Pending:
+    """acks=all for what this leader has appended to the partition so far, as its client is told: NONE
+    once the high watermark reaches the log end, else why not. An answer at once when there is nothing to
+    wait for (always on a standalone broker), so its request is answered in the same turn."""
     leader, error = replicas.leader_partition(topic, partition)
     if leader is None:
-        return error
-    return await leader.wait_for_replication(leader.log.log_end_offset, leader.leader_epoch, timeout_ms / 1000)
+        return client_error(error)
+    end = leader.log.log_end_offset
+    if leader.high_watermark >= end and len(leader.state.isr) >= leader.log.config.min_insync_replicas:
+        return ErrorCode.NONE
+
+    async def wait() -> ErrorCode:
+        return client_error(await leader.wait_for_replication(end, leader.leader_epoch, timeout_ms / 1000))
+
+    return wait()
+
+
+def then(pending: T | Awaitable[T], respond: Callable[[T], U]) -> U | Awaitable[U]:
+    """``respond(answer)`` at once if ``pending`` is an answer already, else once it is."""
+    if not inspect.isawaitable(pending):
+        return respond(pending)
+
+    async def later() -> U:
+        return respond(await pending)
+
+    return later()
+
+
+async def settled(pending: T | Awaitable[T]) -> T:
+    return await pending if inspect.isawaitable(pending) else pending

@@ -26,7 +26,7 @@ import logging
 import uuid
 from typing import Callable
 
-from broker.coordinator_partitions import OwnedPartitions
+from broker.coordinator_partitions import OwnedPartitions, Pending
 from broker.errors import ErrorCode
 
 from .manager import OFFSETS_TOPIC, GroupMetadataManager
@@ -121,9 +121,9 @@ class GroupCoordinator:
         """NONE if this broker coordinates the group now, else COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR."""
         return self.partitions.error(self.offsets_partition(group_id))
 
-    async def committed(self, group_id: str, error: ErrorCode = ErrorCode.NONE) -> ErrorCode:
+    def committed(self, group_id: str, error: ErrorCode = ErrorCode.NONE) -> Pending:
         """``error``, or what to answer once the group's writes so far are committed (acks=all)."""
-        return await self.manager.committed(group_id, error)
+        return self.manager.committed(group_id, error)
 
     # ---- JoinGroup ------------------------------------------------------------------
 
@@ -339,8 +339,8 @@ class GroupCoordinator:
     def _member_error(self, group_id, member_id, instance_id, generation_id) -> ErrorCode:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
-        if self.coordinator_error(group_id):
-            return self.coordinator_error(group_id)
+        if error := self.coordinator_error(group_id):
+            return error
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -402,8 +402,8 @@ class GroupCoordinator:
         """(group error, one error per (member id, instance id)); an empty member id names a static member."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
-        if self.coordinator_error(group_id):
-            return self.coordinator_error(group_id), []
+        if error := self.coordinator_error(group_id):
+            return error, []
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
@@ -460,8 +460,8 @@ class GroupCoordinator:
         """Generation -1 with no member id is a simple commit, allowed while the group is Empty.
 
         An unknown group with a generation is GROUP_ID_NOT_FOUND (older versions say ILLEGAL_GENERATION)."""
-        if self.coordinator_error(group_id):
-            return dict.fromkeys(offsets, self.coordinator_error(group_id))
+        if error := self.coordinator_error(group_id):
+            return dict.fromkeys(offsets, error)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -486,8 +486,8 @@ class GroupCoordinator:
 
         The member and generation are checked only when given (KIP-447), so a
         producer whose consumer is not in a group can commit too."""
-        if self.coordinator_error(group_id):
-            return dict.fromkeys(offsets, self.coordinator_error(group_id))
+        if error := self.coordinator_error(group_id):
+            return dict.fromkeys(offsets, error)
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
@@ -545,8 +545,8 @@ class GroupCoordinator:
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
                        ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """OffsetDelete: allowed for an Empty group, or for topics a consumer group does not subscribe to."""
-        if self.coordinator_error(group_id):
-            return self.coordinator_error(group_id), {}
+        if error := self.coordinator_error(group_id):
+            return error, {}
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -565,8 +565,8 @@ class GroupCoordinator:
         results = {}
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if self.coordinator_error(group_id):
-                results[group_id] = self.coordinator_error(group_id)
+            if error := self.coordinator_error(group_id):
+                results[group_id] = error
             elif group is None:
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
             elif not group.is_in(EMPTY):

@@ -137,13 +137,13 @@ class GroupMetadataManager:
             self.notify_append(OFFSETS_TOPIC, partition)
         return error, first
 
-    async def committed(self, group_id: str, error: ErrorCode = ErrorCode.NONE) -> ErrorCode:
+    def committed(self, group_id: str, error: ErrorCode = ErrorCode.NONE) -> coordinator_partitions.Pending:
         """``error``, or once what was written for the group is committed, why it is not
         (offsets.commit.required.acks -1: acks=all, up to offsets.commit.timeout.ms)."""
         if error != ErrorCode.NONE or self.config["offsets.commit.required.acks"] != -1:
             return error
-        return coordinator_partitions.client_error(await coordinator_partitions.committed(
-            self.replicas, OFFSETS_TOPIC, self.partition_for(group_id), self.config["offsets.commit.timeout.ms"]))
+        return coordinator_partitions.committed(self.replicas, OFFSETS_TOPIC, self.partition_for(group_id),
+                                                self.config["offsets.commit.timeout.ms"])
 
 
 class PartitionReplay:

@@ -4,6 +4,7 @@ The group's partition of __consumer_offsets becomes a partition of the
 transaction, so the commit or abort marker reaches the offsets as well.
 """
 
+from broker.coordinator_partitions import then
 from broker.transaction import fenced_for_version
 
 API = "AddOffsetsToTxn"
@@ -12,10 +13,10 @@ VERSIONS = (0, 4)
 PRODUCER_FENCED_SINCE = 2
 
 
-async def handle(broker, request, header) -> dict:
+def handle(broker, request, header):
     group_id = request["group_id"]
     error = broker.transactions.add_offsets(request["transactional_id"], request["producer_id"],
                                             request["producer_epoch"], group_id,
                                             broker.groups.offsets_partition(group_id))
-    error = await broker.transactions.committed(request["transactional_id"], error)
-    return {"throttle_time_ms": 0, "error_code": fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE)}
+    return then(broker.transactions.committed(request["transactional_id"], error), lambda error: {
+        "throttle_time_ms": 0, "error_code": fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE)})

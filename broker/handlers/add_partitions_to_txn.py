@@ -5,6 +5,9 @@ optionally verify_only: the KIP-890 question a partition leader asks before
 it takes a transactional write, answered without changing anything.
 """
 
+from typing import Awaitable
+
+from broker.coordinator_partitions import settled, then
 from broker.errors import ErrorCode
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID
 from broker.transaction import fenced_for_version
@@ -16,8 +19,8 @@ PRODUCER_FENCED_SINCE = 2
 BATCHED_SINCE = 4
 
 
-async def _errors(broker, header, version: int, transactional_id: str, producer_id: int, epoch: int, topics: list[dict],
-            verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
+def _errors(broker, header, version: int, transactional_id: str, producer_id: int, epoch: int, topics: list[dict],
+            verify_only: bool) -> dict[tuple[str, int], ErrorCode] | Awaitable[dict[tuple[str, int], ErrorCode]]:
     partitions = [(t["name"], p) for t in topics for p in t["partitions"]]
     authorizer = broker.authorizer
     from_client = version < BATCHED_SINCE  # later versions come from brokers, checked for ClusterAction
@@ -35,8 +38,8 @@ async def _errors(broker, header, version: int, transactional_id: str, producer_
     if verify_only:
         return coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
     error = coordinator.add_partitions(transactional_id, producer_id, epoch, set(partitions))
-    error = await coordinator.committed(transactional_id, error)
-    return dict.fromkeys(partitions, fenced_for_version(error, version, PRODUCER_FENCED_SINCE))
+    return then(coordinator.committed(transactional_id, error),
+                lambda error: dict.fromkeys(partitions, fenced_for_version(error, version, PRODUCER_FENCED_SINCE)))
 
 
 def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict]:
@@ -46,19 +49,26 @@ def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict]:
     return [{"name": topic, "results_by_partition": results} for topic, results in by_topic.items()]
 
 
-async def handle(broker, request, header) -> dict:
+def handle(broker, request, header):
     version = header.api_version
     if version < BATCHED_SINCE:
-        errors = await _errors(broker, header, version, request["v3_and_below_transactional_id"],
+        errors = _errors(broker, header, version, request["v3_and_below_transactional_id"],
                          request["v3_and_below_producer_id"], request["v3_and_below_producer_epoch"],
                          request["v3_and_below_topics"], verify_only=False)
-        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(errors)}
+        return then(errors, lambda errors: {"throttle_time_ms": 0,
+                                            "results_by_topic_v3_and_below": _topic_results(errors)})
+    return _batched(broker, request, header)
+
+
+async def _batched(broker, request, header) -> dict:
+    """v4+: the brokers' verification (and, for transaction version 2, addition) of many transactions."""
+    version = header.api_version
     if not broker.authorizer.authorize(header, "ClusterAction", CLUSTER, CLUSTER_NAME):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "results_by_transaction": []}
     results = []
     for txn in request["transactions"]:
-        errors = await _errors(broker, header, version, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
-                         txn["topics"], txn["verify_only"])
+        errors = await settled(_errors(broker, header, version, txn["transactional_id"], txn["producer_id"],
+                                       txn["producer_epoch"], txn["topics"], txn["verify_only"]))
         results.append({"transactional_id": txn["transactional_id"], "topic_results": _topic_results(errors)})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}

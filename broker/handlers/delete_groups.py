@@ -1,5 +1,6 @@
 """DeleteGroups: remove empty groups and their committed offsets."""
 
+from broker.coordinator_partitions import settled
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP
 
@@ -13,5 +14,5 @@ async def handle(broker, request, header) -> dict:
     results = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in names}
     results.update(broker.groups.delete_groups(allowed) if allowed else {})
     for group_id, error in results.items():  # each answered once its tombstones are committed
-        results[group_id] = await broker.groups.committed(group_id, error)
+        results[group_id] = await settled(broker.groups.committed(group_id, error))
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": e} for g, e in results.items()]}

@@ -7,6 +7,7 @@ version 2 (KIP-890 part 2): the epoch is bumped, and the answer names the
 producer id and epoch the producer goes on with.
 """
 
+from broker.coordinator_partitions import then
 from broker.transaction import fenced_for_version
 from broker.transaction.metadata import NO_PRODUCER_EPOCH
 from protocol.records import NO_PRODUCER_ID
@@ -32,4 +33,4 @@ def handle(broker, request, header):
                 "producer_epoch": epoch if not error else NO_PRODUCER_EPOCH}
 
     # once PrepareCommit/PrepareAbort is committed
-    return broker.transactions.answer(request["transactional_id"], error, respond)
+    return then(broker.transactions.committed(request["transactional_id"], error), respond)

@@ -10,6 +10,7 @@ fresh id instead. With a transactional id the transaction coordinator answers.
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TRANSACTIONAL_ID
+from broker.coordinator_partitions import settled
 from broker.transaction import fenced_for_version
 from broker.transaction.metadata import MAX_EPOCH, NO_PRODUCER_EPOCH
 from protocol.records import NO_PRODUCER_ID
@@ -34,7 +35,7 @@ async def handle(broker, request, header) -> dict:
             return _result(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         error, producer_id, epoch = broker.transactions.init_producer_id(
             request["transactional_id"], request["transaction_timeout_ms"], producer_id, epoch)
-        error = await broker.transactions.committed(request["transactional_id"], error)
+        error = await settled(broker.transactions.committed(request["transactional_id"], error))
         if error:
             producer_id, epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         return _result(fenced_for_version(error, header.api_version, PRODUCER_FENCED_SINCE), producer_id, epoch)

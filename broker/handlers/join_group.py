@@ -1,5 +1,6 @@
 """JoinGroup: join a group's next generation; answered when its join phase ends."""
 
+from broker.coordinator_partitions import settled
 from broker.group.metadata import MemberMetadata
 
 API = "JoinGroup"
@@ -27,7 +28,7 @@ def handle(broker, request, header):
 
 async def _response(broker, group_id: str, future, version: int) -> dict:
     result = await future
-    error = await broker.groups.committed(group_id, result.error)  # a static member's rejoin is written
+    error = await settled(broker.groups.committed(group_id, result.error))  # a static member's rejoin is written
     return {
         "throttle_time_ms": 0,
         "error_code": error,

@@ -1,5 +1,6 @@
 """LeaveGroup: members leave at once instead of waiting out their session (batched from v3)."""
 
+from broker.coordinator_partitions import settled
 from broker.errors import ErrorCode
 
 API = "LeaveGroup"
@@ -14,7 +15,7 @@ async def handle(broker, request, header) -> dict:
         leaving = [(request["member_id"], None)]
     error, member_errors = broker.groups.leave_group(request["group_id"], leaving)
     if error == ErrorCode.NONE:  # a member's leaving may have emptied the group, which is written
-        error = await broker.groups.committed(request["group_id"])
+        error = await settled(broker.groups.committed(request["group_id"]))
     if not batched and error == ErrorCode.NONE:
         error = member_errors[0]  # one member, one error code
     return {

@@ -1,6 +1,7 @@
 """OffsetCommit: store a group's consumed positions (versions 2+, as Kafka 4 serves)."""
 
 from broker.broker import now_ms
+from broker.coordinator_partitions import then
 from broker.errors import ErrorCode
 from broker.group.metadata import CommittedOffset
 
@@ -10,7 +11,7 @@ API = "OffsetCommit"
 VERSIONS = (2, 9)
 
 
-async def handle(broker, request, header) -> dict:
+def handle(broker, request, header):
     now = now_ms()
     retention = request["retention_time_ms"]  # v2-4; -1: the broker's offsets.retention.minutes
     refusal = group_refusal(broker, header, request)
@@ -32,7 +33,8 @@ async def handle(broker, request, header) -> dict:
             committed = {tp: ErrorCode.ILLEGAL_GENERATION if e == ErrorCode.GROUP_ID_NOT_FOUND else e
                          for tp, e in committed.items()}
         if ErrorCode.NONE in committed.values():  # answered once the commit is committed (acks=all)
-            error = await broker.groups.committed(request["group_id"])
-            committed = {tp: e or error for tp, e in committed.items()}
+            return then(broker.groups.committed(request["group_id"]), lambda error: {
+                "throttle_time_ms": 0,
+                "topics": partition_errors(request["topics"], {**errors, **{tp: e or error for tp, e in committed.items()}})})
         errors.update(committed)
     return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}

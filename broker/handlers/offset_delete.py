@@ -1,5 +1,6 @@
 """OffsetDelete: drop a group's committed offsets for partitions it no longer consumes."""
 
+from broker.coordinator_partitions import settled
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP
 
@@ -15,7 +16,7 @@ async def handle(broker, request, header) -> dict:
     known, errors = requested_partitions(broker, request["topics"], header)
     error, results = broker.groups.delete_offsets(request["group_id"], [tp for tp, _ in known])
     if ErrorCode.NONE in results.values():  # answered once the tombstones are committed
-        error = await broker.groups.committed(request["group_id"])
+        error = await settled(broker.groups.committed(request["group_id"]))
         results = {tp: e or error for tp, e in results.items()}
     if error:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}

@@ -1,5 +1,7 @@
 """SyncGroup: the leader hands in the assignment; every member gets its own share."""
 
+from broker.coordinator_partitions import settled
+
 API = "SyncGroup"
 VERSIONS = (0, 5)
 
@@ -19,7 +21,7 @@ def handle(broker, request, header):
 
 async def _response(broker, group_id: str, future) -> dict:
     result = await future
-    error = await broker.groups.committed(group_id, result.error)  # the leader's assignment is written
+    error = await settled(broker.groups.committed(group_id, result.error))  # the leader's assignment is written
     return {
         "throttle_time_ms": 0,
         "error_code": error,

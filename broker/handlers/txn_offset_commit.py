@@ -7,6 +7,7 @@ v5 (transaction version 2) this request adds it.
 """
 
 from broker.broker import now_ms
+from broker.coordinator_partitions import settled
 from broker.errors import ErrorCode
 from broker.group import OFFSETS_TOPIC
 from broker.group.metadata import CommittedOffset
@@ -28,8 +29,8 @@ async def _verify(broker, request, adds_partition: bool) -> ErrorCode:
     if broker.txn_verifier.is_remote(request["transactional_id"]):
         error = (await broker.txn_verifier.verify(*producer, [partition], adds_partition))[partition]
     elif adds_partition:
-        error = await broker.transactions.committed(request["transactional_id"],
-                                                    broker.transactions.add_partitions(*producer, {partition}))
+        error = await settled(broker.transactions.committed(
+            request["transactional_id"], broker.transactions.add_partitions(*producer, {partition})))
     else:
         error = broker.transactions.verify_partitions(*producer, [partition])[partition]
     # what a write of a stale epoch to the offsets partition says; clients take it as fenced
@@ -56,7 +57,7 @@ async def handle(broker, request, header) -> dict:
                 request["group_id"], request["producer_id"], request["producer_epoch"], request["member_id"],
                 request["group_instance_id"], request["generation_id"], offsets)
             if ErrorCode.NONE in committed.values():  # answered once the commit is committed (acks=all)
-                error = await broker.groups.committed(request["group_id"])
+                error = await settled(broker.groups.committed(request["group_id"]))
                 committed = {tp: e or error for tp, e in committed.items()}
             errors.update(committed)
     return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}

@@ -34,9 +34,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from typing import Awaitable, Callable
+from typing import Callable
 
-from broker.coordinator_partitions import OwnedPartitions
+from broker.coordinator_partitions import OwnedPartitions, Pending, settled
 from broker.errors import ErrorCode
 from broker.group import OFFSETS_TOPIC
 from broker.group.metadata import now_ms
@@ -147,23 +147,12 @@ class TransactionCoordinator:
         """The leader epoch of the id's partition this broker coordinates it at (Kafka's coordinator epoch)."""
         return self.partitions.epoch(self.state_manager.partition_for(transactional_id))
 
-    async def committed(self, transactional_id: str, error: ErrorCode = ErrorCode.NONE) -> ErrorCode:
-        """``error``, or what to answer once the id's writes so far are committed (acks=all)."""
+    def committed(self, transactional_id: str, error: ErrorCode = ErrorCode.NONE) -> Pending:
+        """``error``, or what to answer once the id's writes so far are committed (acks=all); an answer at
+        once when nothing is to wait for, so a standalone broker answers in the same turn."""
         if error != ErrorCode.NONE:
             return error
-        return await self.state_manager.committed(transactional_id)
-
-    def answer(self, transactional_id: str, error: ErrorCode, respond: Callable[[ErrorCode], dict]
-               ) -> dict | Awaitable[dict]:
-        """``respond(error)``, once the id's writes so far are committed: at once if they are (so a
-        standalone broker answers EndTxn in the same turn, its markers' task already queued)."""
-        if error or self.state_manager.is_committed(transactional_id):
-            return respond(error)
-
-        async def when_committed() -> dict:
-            return respond(await self.state_manager.committed(transactional_id))
-
-        return when_committed()
+        return self.state_manager.committed(transactional_id)
 
     def log_summary(self) -> None:
         """One INFO line for the transactions completed since the last one (none: no line)."""
@@ -179,8 +168,8 @@ class TransactionCoordinator:
         """(error, producer id, epoch); ``expected_producer_id`` -1 when the producer names none (KIP-360)."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-        if self.coordinator_error(transactional_id):
-            return self.coordinator_error(transactional_id), NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if error := self.coordinator_error(transactional_id):
+            return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if not 0 < timeout_ms <= self.config["transaction.max.timeout.ms"]:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         expected = None if expected_producer_id < 0 else expected_epoch
@@ -226,8 +215,8 @@ class TransactionCoordinator:
         """The id's metadata if the request comes from its current producer."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
-        if self.coordinator_error(transactional_id):
-            return self.coordinator_error(transactional_id), None
+        if error := self.coordinator_error(transactional_id):
+            return error, None
         txn = self.transactions.get(transactional_id)
         if txn is not None and txn.next_producer_id != NO_PRODUCER_ID and producer_id == txn.next_producer_id:
             return ErrorCode.CONCURRENT_TRANSACTIONS, None  # the id after an epoch overflow: its markers are on their way
@@ -288,8 +277,8 @@ class TransactionCoordinator:
             CompleteCommit abort: invalid / bump   commit: done / invalid state
         """
         no_producer = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-        if transactional_id and self.coordinator_error(transactional_id):
-            return self.coordinator_error(transactional_id), *no_producer
+        if transactional_id and (error := self.coordinator_error(transactional_id)):
+            return error, *no_producer
         txn = self.transactions.get(transactional_id) if transactional_id else None
         if txn is None:
             return (ErrorCode.INVALID_REQUEST if not transactional_id else ErrorCode.INVALID_PRODUCER_ID_MAPPING,
@@ -359,7 +348,7 @@ class TransactionCoordinator:
         """Markers once PrepareCommit/PrepareAbort is committed, then CompleteCommit/CompleteAbort.
         Losing the partition's leadership cancels this; the next coordinator starts it over."""
         tid = txn.transactional_id
-        while (error := await self.state_manager.committed(tid)) != ErrorCode.NONE:
+        while (error := await settled(self.state_manager.committed(tid))) != ErrorCode.NONE:
             if error == ErrorCode.NOT_COORDINATOR:
                 return  # (being unloaded)
             log.warning("%r: its %s is not committed yet (%s); waiting", txn, txn.state.wire_name, error.name)
