@@ -7,6 +7,7 @@ reading these topics find a key where Kafka would put it.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from storage.catalog import TopicMetadata
@@ -44,6 +45,7 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@functools.lru_cache(maxsize=4096)  # asked several times per coordinator request, for the same few keys
 def partition_for(key: str, num_partitions: int) -> int:
     """abs(hashCode) % partitions, where abs(Integer.MIN_VALUE) is 0 (Kafka's Utils.abs)."""
     h = java_string_hash(key)
