@@ -156,13 +156,24 @@ def committed(replicas, topic: str, partition: int, timeout_ms: int) -> Pending:
     if leader is None:
         return client_error(error)
     end = leader.log.log_end_offset
-    if leader.high_watermark >= end and len(leader.state.isr) >= leader.log.config.min_insync_replicas:
+    if _committed_now(leader):
         return ErrorCode.NONE
 
     async def wait() -> ErrorCode:
         return client_error(await leader.wait_for_replication(end, leader.leader_epoch, timeout_ms / 1000))
 
     return wait()
+
+
+def is_committed(replicas, topic: str, partition: int) -> bool:
+    """Whether all this leader has appended to the partition is committed now (always, standalone)."""
+    leader, _ = replicas.leader_partition(topic, partition)
+    return leader is not None and _committed_now(leader)
+
+
+def _committed_now(leader) -> bool:
+    return (leader.high_watermark >= leader.log.log_end_offset
+            and len(leader.state.isr) >= leader.log.config.min_insync_replicas)
 
 
 def then(pending: T | Awaitable[T], respond: Callable[[T], U]) -> U | Awaitable[U]:

@@ -89,6 +89,10 @@ def _verify_transaction(broker, transactional_id: str | None, hdr: BatchHeader, 
         error = ErrorCode.NONE if _began_here(log_, hdr) else ErrorCode.CONCURRENT_TRANSACTIONS
     elif adds_partition:
         error = coordinator.add_partitions(transactional_id, hdr.producer_id, hdr.producer_epoch, {tp})
+        if not error and not coordinator.state_manager.is_committed(transactional_id):
+            # not before the partition is in the committed transaction state, or a new coordinator would
+            # send it no marker: retried (NOT_ENOUGH_REPLICAS) until it is
+            error = ErrorCode.CONCURRENT_TRANSACTIONS
     else:
         error = coordinator.verify_partitions(transactional_id, hdr.producer_id, hdr.producer_epoch, [tp])[tp]
     if error == ErrorCode.PRODUCER_FENCED:

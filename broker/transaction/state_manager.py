@@ -79,6 +79,10 @@ class TransactionStateManager:
             return ErrorCode.UNKNOWN_SERVER_ERROR
         return coordinator_partitions.client_error(error)
 
+    def is_committed(self, transactional_id: str) -> bool:
+        return coordinator_partitions.is_committed(self.replicas, TRANSACTION_STATE_TOPIC,
+                                                   self.partition_for(transactional_id))
+
     def committed(self, transactional_id: str) -> coordinator_partitions.Pending:
         """Once what was written for the id so far is committed (acks=all, up to request.timeout.ms): NONE,
         else COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR."""
