@@ -195,7 +195,7 @@ def copies_committed(journal: Path, name: str) -> int:
     return path.read_text().count('"outcome":"commit"') if path.exists() else 0
 
 
-def test_exactly_once_copy_survives_the_kill_of_its_coordinators(start_cluster, tmp_path):
+def test_exactly_once_copy_survives_the_kill_of_its_coordinators_and_output_leader(start_cluster, tmp_path):
     cluster = start_cluster(3, min_insync_replicas=2)
     journal, group, partitions = tmp_path / "journal", "eos-copier", 3
     for topic in ("eos-in", "eos-out"):
@@ -204,19 +204,24 @@ def test_exactly_once_copy_survives_the_kill_of_its_coordinators(start_cluster, 
                              partitions=partitions, rate=300, txn_size=5)
     copier = WorkloadProcess("copy-app", cluster.bootstrap, journal, "copier", topic="eos-in", output="eos-out",
                              group=group)
+    # the broker coordinating its transactional id, then its group, then leading a partition of its output
+    victims = (("__transaction_state", lambda: coordinator(cluster, "__transaction_state", "copier")),
+               ("__consumer_offsets", lambda: coordinator(cluster, "__consumer_offsets", group)),
+               ("eos-out", lambda: cluster.leader("eos-out", 0)))
     with source, copier:
-        for internal, key in (("__transaction_state", "copier"), ("__consumer_offsets", group)):
+        for role, leader in victims:
             before = copies_committed(journal, "copier")
             wait_for(lambda: copies_committed(journal, "copier") > before + 10, 60, "copies before the kill")
-            victim = coordinator(cluster, internal, key)
+            victim = leader()
             cluster.brokers[victim].kill()
             after_kill = copies_committed(journal, "copier")
             wait_for(lambda: copies_committed(journal, "copier") > after_kill + 10, 60,
-                     f"copies committed after the {internal} coordinator's kill")
-            assert coordinator(cluster, internal, key) not in (victim, -1)
+                     f"copies committed after the kill of the {role} leader")
+            assert leader() not in (victim, -1)
             assert source.alive() and copier.alive(), source.stderr_tail() + copier.stderr_tail()
             cluster.brokers[victim].start()  # back in the ISRs before the next kill: min.insync.replicas holds
-            for topic, count in (("eos-in", partitions), ("eos-out", partitions), (internal, 3)):
+            for topic, count in (("eos-in", partitions), ("eos-out", partitions), ("__transaction_state", 3),
+                                 ("__consumer_offsets", 3)):
                 cluster.wait_until(lambda: cluster.full_isr(topic, count, 3), 60, f"{topic} fully replicated")
         assert source.stop(60) == 0, source.stderr_tail()
         wait_for(lambda: group_caught_up(cluster.bootstrap, group, "eos-in", partitions), 60, "the copy to catch up")
