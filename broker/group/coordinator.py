@@ -24,9 +24,9 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from typing import Callable
+from typing import Awaitable, Callable, Union
 
-from broker.coordinator_partitions import OwnedPartitions, Pending
+from broker.coordinator_partitions import OwnedPartitions, Pending, then
 from broker.errors import ErrorCode
 
 from .manager import OFFSETS_TOPIC, GroupMetadataManager
@@ -52,6 +52,8 @@ STABLE = GroupState.STABLE
 EMPTY = GroupState.EMPTY
 
 log = logging.getLogger("moldau.group")
+
+PendingResults = Union[dict[TopicPartition, ErrorCode], Awaitable[dict[TopicPartition, ErrorCode]]]
 
 
 def _call_later(delay_ms: int, callback, *args) -> asyncio.TimerHandle:
@@ -456,8 +458,9 @@ class GroupCoordinator:
     # ---- offsets ------------------------------------------------------------------------
 
     def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
-                       offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, ErrorCode]:
+                       offsets: dict[TopicPartition, CommittedOffset]) -> PendingResults:
         """Generation -1 with no member id is a simple commit, allowed while the group is Empty.
+        Answered once the commit is committed (acks=all), which is also when it takes effect.
 
         An unknown group with a generation is GROUP_ID_NOT_FOUND (older versions say ILLEGAL_GENERATION)."""
         if error := self.coordinator_error(group_id):
@@ -503,14 +506,15 @@ class GroupCoordinator:
         return dict.fromkeys(offsets, error)
 
     def _store(self, offsets: dict[TopicPartition, CommittedOffset],
-               store: Callable[[dict[TopicPartition, CommittedOffset]], ErrorCode]) -> dict[TopicPartition, ErrorCode]:
-        """Store the offsets whose metadata fits offset.metadata.max.bytes; one error per partition."""
+               store: Callable[[dict[TopicPartition, CommittedOffset]], Pending]) -> PendingResults:
+        """Store the offsets whose metadata fits offset.metadata.max.bytes; one error per partition,
+        once ``store``'s answer is known."""
         limit = self.config["offset.metadata.max.bytes"]
         results = {tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp, c in offsets.items() if len(c.metadata) > limit}
         valid = {tp: c for tp, c in offsets.items() if tp not in results}
-        if valid:
-            results.update(dict.fromkeys(valid, store(valid)))
-        return results
+        if not valid:
+            return results
+        return then(store(valid), lambda error: {**results, **dict.fromkeys(valid, error)})
 
     def offsets_partition(self, group_id: str) -> int:
         """The partition of __consumer_offsets that holds the group."""
@@ -533,7 +537,7 @@ class GroupCoordinator:
             partitions = list(group.offsets)
             if require_stable:
                 partitions += sorted({tp for staged in group.pending_txn_offsets.values() for tp in staged}
-                                     - group.offsets.keys())
+                                     .union(group.pending_offset_commits) - group.offsets.keys())
         out = []
         for tp in partitions:
             if group is not None and require_stable and group.has_pending_offsets(tp):

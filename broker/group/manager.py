@@ -75,11 +75,21 @@ class GroupMetadataManager:
             return ErrorCode.UNKNOWN_SERVER_ERROR
         return coordinator_partitions.client_error(error)
 
-    def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, CommittedOffset]) -> ErrorCode:
-        """Append the commits as one batch; on success they become the group's committed offsets."""
+    def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, CommittedOffset]
+                      ) -> coordinator_partitions.Pending:
+        """Append the commits as one batch; they become the group's committed offsets once the batch
+        is committed (acks=all), and are dropped if it is not, so that OffsetFetch never answers
+        an offset the next coordinator may lack."""
         error, stored = self._append_offsets(group.group_id, offsets)
-        group.offsets.update(stored)
-        return error
+        if not stored:
+            return error
+        group.prepare_offset_commit(stored)
+
+        def complete(error: ErrorCode) -> ErrorCode:
+            group.complete_offset_commit(stored, error == ErrorCode.NONE)
+            return error
+
+        return coordinator_partitions.then(self.committed(group.group_id), complete)
 
     def store_txn_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
                           offsets: dict[TopicPartition, CommittedOffset]) -> ErrorCode:

@@ -156,6 +156,8 @@ class GroupMetadata:
         self.offsets: dict[TopicPartition, CommittedOffset] = {}
         # producer id -> offsets written in a transaction that has not ended yet
         self.pending_txn_offsets: dict[int, dict[TopicPartition, CommittedOffset]] = {}
+        # plain commits appended but not yet committed (acks=all): how many per partition
+        self.pending_offset_commits: dict[TopicPartition, int] = {}
 
     def __repr__(self) -> str:
         return f"<group {self.group_id} {self.state.value} generation {self.generation_id}>"
@@ -326,8 +328,23 @@ class GroupMetadata:
     # ---- offsets --------------------------------------------------------------
 
     def has_pending_offsets(self, tp: TopicPartition) -> bool:
-        """An open transaction has written an offset for ``tp`` (OffsetFetch's require_stable)."""
-        return any(tp in staged for staged in self.pending_txn_offsets.values())
+        """An offset for ``tp`` is written but not yet in effect (OffsetFetch's require_stable): by an
+        open transaction, or by a commit whose append is not committed yet."""
+        return tp in self.pending_offset_commits or any(tp in staged for staged in self.pending_txn_offsets.values())
+
+    def prepare_offset_commit(self, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+        """Offsets appended but not yet committed: invisible until they are (Kafka's pendingOffsetCommits)."""
+        for tp in offsets:
+            self.pending_offset_commits[tp] = self.pending_offset_commits.get(tp, 0) + 1
+
+    def complete_offset_commit(self, offsets: dict[TopicPartition, CommittedOffset], committed: bool) -> None:
+        """The append of ``offsets`` is committed (they take effect) or failed (they are dropped)."""
+        for tp in offsets:
+            left = self.pending_offset_commits.pop(tp) - 1
+            if left:
+                self.pending_offset_commits[tp] = left
+        if committed:
+            self._apply_offsets(offsets)
 
     def stage_txn_offsets(self, producer_id: int, offsets: dict[TopicPartition, CommittedOffset]) -> None:
         """Offsets written inside a transaction: invisible until its commit marker."""
@@ -337,10 +354,14 @@ class GroupMetadata:
         """The producer's transaction ended: its offsets become visible (commit) or vanish (abort)."""
         staged = self.pending_txn_offsets.pop(producer_id, {})
         if committed:
-            for tp, offset in staged.items():
-                current = self.offsets.get(tp)
-                if current is None or current.record_offset < offset.record_offset:
-                    self.offsets[tp] = offset
+            self._apply_offsets(staged)
+
+    def _apply_offsets(self, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+        """The later append wins, whichever order the commits take effect in."""
+        for tp, offset in offsets.items():
+            current = self.offsets.get(tp)
+            if current is None or current.record_offset < offset.record_offset:
+                self.offsets[tp] = offset
 
     def expired_offsets(self, now: int, retention_ms: int) -> list[TopicPartition]:
         """Kafka's rule: an empty group's offsets expire relative to when it became empty,

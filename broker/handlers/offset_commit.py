@@ -24,17 +24,15 @@ def handle(broker, request, header):
         tp: CommittedOffset(p["committed_offset"], p["committed_leader_epoch"], p["committed_metadata"] or "", now, expire)
         for tp, p in known
     }
-    if offsets:
-        committed = broker.groups.commit_offsets(
-            request["group_id"], request["member_id"], request["group_instance_id"],
-            request["generation_id_or_member_epoch"], offsets,
-        )
+    if not offsets:
+        return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}
+
+    def respond(committed: dict) -> dict:
         if header.api_version < 9:  # older clients know an unknown group only as a stale generation
             committed = {tp: ErrorCode.ILLEGAL_GENERATION if e == ErrorCode.GROUP_ID_NOT_FOUND else e
                          for tp, e in committed.items()}
-        if ErrorCode.NONE in committed.values():  # answered once the commit is committed (acks=all)
-            return then(broker.groups.committed(request["group_id"]), lambda error: {
-                "throttle_time_ms": 0,
-                "topics": partition_errors(request["topics"], {**errors, **{tp: e or error for tp, e in committed.items()}})})
-        errors.update(committed)
-    return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}
+        return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], {**errors, **committed})}
+
+    # answered once the commit is committed (acks=all), when it also takes effect
+    return then(broker.groups.commit_offsets(request["group_id"], request["member_id"], request["group_instance_id"],
+                                             request["generation_id_or_member_epoch"], offsets), respond)
