@@ -38,14 +38,14 @@ class Member(threading.Thread):
     """A group member that processes each record, then commits its offset synchronously; a commit
     that fails for a reason that passes (the coordinator is moving) is sent again."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, processed: list, stop: threading.Event):
+    def __init__(self, bootstrap: str, group: str, topic: str, processed: list, instance_id: str | None = None):
         super().__init__(daemon=True)
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": 30000, "heartbeat.interval.ms": 500,
-            "partition.assignment.strategy": "range",
+            "partition.assignment.strategy": "range", **({"group.instance.id": instance_id} if instance_id else {}),
         })
-        self.topic, self.processed, self.stop = topic, processed, stop
+        self.topic, self.processed, self.stop = topic, processed, threading.Event()
         self.lost_commits: list[str] = []  # commits refused for good: the group moved on without them
         self.assignments: list[list[int]] = []
 
@@ -85,14 +85,15 @@ def produce(bootstrap: str, topic: str, first: int, count: int, partitions: int)
     assert p.flush(60) == 0
 
 
-def test_group_keeps_consuming_through_coordinator_kill(start_cluster):
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
+def test_group_keeps_consuming_through_coordinator_kill(start_cluster, static):
     cluster = start_cluster(3, min_insync_replicas=2)
     topic, group, partitions, batch = "events", "survivors", 2, 300
     cluster.create_topic(topic, partitions=partitions, replication_factor=3)
     produce(cluster.bootstrap, topic, 0, batch, partitions)
     processed: list[tuple[int, int, str]] = []
-    stop = threading.Event()
-    members = [Member(cluster.bootstrap, group, topic, processed, stop) for _ in range(2)]
+    members = [Member(cluster.bootstrap, group, topic, processed, f"member-{i}" if static else None) for i in range(2)]
+    first = list(members)
     for m in members:
         m.start()
     try:
@@ -101,20 +102,30 @@ def test_group_keeps_consuming_through_coordinator_kill(start_cluster):
         victim = coordinator(cluster, "__consumer_offsets", group)
         before_kill = len(processed)
         cluster.brokers[victim].kill()
+        if static:  # a static member restarted after the move: the new coordinator gives it back its place
+            cluster.wait_for_leader("__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS), not_in=(victim,))
+            members[0].stop.set()
+            members[0].join(30)
+            members[0] = Member(cluster.bootstrap, group, topic, processed, "member-0")
+            members[0].start()
         produce(cluster.bootstrap, topic, batch, batch, partitions)
         cluster.wait_until(lambda: len(processed) >= 2 * batch, 90, "every record processed")
         time.sleep(1)  # a record processed twice would show up now
         successor = coordinator(cluster, "__consumer_offsets", group)
     finally:
-        stop.set()
-        for m in members:
+        for m in {*first, *members}:
+            m.stop.set()
             m.join(30)
     assert successor not in (victim, -1)
     seen = [(p, o) for p, o, _ in processed]
     assert len(seen) == len(set(seen)) == 2 * batch, "a record was processed twice or not at all"
-    assert [m.lost_commits for m in members] == [[], []]
+    assert [m.lost_commits for m in {*first, *members}] == [[]] * len({*first, *members})
     after_kill = {name for _, _, name in processed[before_kill:]}
-    assert after_kill == {m.name for m in members}, "a member stopped consuming after the kill"
+    assert {m.name for m in members} <= after_kill, "a member stopped consuming after the kill"
+    if static:  # no rebalance: the other member kept its one assignment, the restarted one got its own back
+        assert sorted([first[0].assignments[0], first[1].assignments[0]]) == [[0], [1]]
+        assert first[1].assignments == first[1].assignments[:1], first[1].assignments
+        assert members[0].assignments == first[0].assignments[:1], members[0].assignments
     # the commits made before and after the kill are all with the new coordinator
     check = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
