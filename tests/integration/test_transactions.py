@@ -14,7 +14,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from helpers.kafka import COMMON, create_topic, make_messages, produce_all
+from helpers.kafka import COMMON, create_topic, make_messages, produce_all, read_partitions
 from helpers.odd_requests import send_odd_requests
 from helpers.txn_wire import wait_for
 from helpers.wire import WireClient
@@ -134,6 +134,20 @@ def test_an_abort_hides_records_from_read_committed_only(broker):
         part = fetch(c, *tp, 0, READ_COMMITTED)
         assert part["aborted_transactions"] == [{"producer_id": state["producer_id"], "first_offset": 4}]
         assert fetch(c, *tp, 0, READ_UNCOMMITTED)["aborted_transactions"] is None
+
+
+def test_read_partitions_reaches_an_end_that_is_a_marker(broker):
+    # the shared reader stops at its position: a marker, never handed to the application, may be last
+    create_topic(broker.bootstrap, "ends-in-marker", partitions=1)
+    p = txn_producer(broker.bootstrap, "ends-in-marker")
+    p.begin_transaction()
+    p.produce("ends-in-marker", value=b"only", partition=0)
+    p.commit_transaction(DEADLINE_S)
+    with WireClient(broker.port) as c:  # the marker follows the answer to EndTxn
+        wait_for(lambda: list_offset(c, "ends-in-marker", 0, READ_COMMITTED) == 2, "the commit marker at 1")
+    for isolation in ("read_committed", "read_uncommitted"):
+        got, marks = read_partitions(broker.bootstrap, "ends-in-marker", [0], timeout=15, isolation_level=isolation)
+        assert marks[0] == (0, 2) and [(offset, value) for offset, _, value, *_ in got[0]] == [(0, b"only")]
 
 
 def test_an_open_transaction_holds_read_committed_readers_at_the_last_stable_offset(broker):
