@@ -20,6 +20,7 @@ import os
 import secrets
 import signal
 import sys
+import threading
 import time
 from collections import Counter
 from functools import partial
@@ -39,6 +40,7 @@ CLIENT = {"broker.address.family": "v4", "log.connection.close": False,
 # a transactional producer's records may not outlive its transaction
 TRANSACTIONAL = {"transaction.timeout.ms": 30_000, "message.timeout.ms": 30_000, "linger.ms": 5}
 CALL_TIMEOUT = 30  # seconds for each transactional API call
+HUNG_AFTER = 2 * CALL_TIMEOUT  # a call retried on timeouts this long is stuck (the coordinators moved long ago)
 
 
 class Stop:
@@ -205,10 +207,35 @@ def _positions(consumer: Consumer) -> list[TopicPartition]:
     return [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
 
 
+class ProducerHung(Exception):
+    """send_offsets_to_transaction did not return: the producer is stuck for good (see _send_offsets)."""
+
+
+def _send_offsets(producer: Producer, positions: list[TopicPartition], group: object) -> None:
+    """send_offsets_to_transaction, in a thread of its own: librdkafka (#5511, #5456) can wait forever,
+    past its timeout, for a group coordinator whose broker handle it dropped when the broker left the
+    metadata (killed or paused); raises ProducerHung then."""
+    outcome: list = []
+
+    def send() -> None:
+        try:
+            outcome.append(_retry(producer.send_offsets_to_transaction, positions, group, CALL_TIMEOUT))
+        except KafkaException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    thread.join(HUNG_AFTER)
+    if not outcome:
+        raise ProducerHung(f"send_offsets_to_transaction did not return in {HUNG_AFTER} s")
+    if isinstance(outcome[0], KafkaException):
+        raise outcome[0]
+
+
 def _commit_consumed(producer: Producer, consumer: Consumer, positions: list[TopicPartition]) -> str:
     """Add ``positions`` (the consumer's) to the open transaction and commit it; returns commit or abort."""
     try:
-        _retry(producer.send_offsets_to_transaction, positions, consumer.consumer_group_metadata(), CALL_TIMEOUT)
+        _send_offsets(producer, positions, consumer.consumer_group_metadata())
     except KafkaException as exc:
         if not exc.args[0].txn_requires_abort():  # e.g. a rebalance took the partitions away
             raise
@@ -245,8 +272,9 @@ def copy_app(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "isolation.level": "read_committed", "session.timeout.ms": 6000,
                          "heartbeat.interval.ms": 500})
-    producer = Producer({**CLIENT, **TRANSACTIONAL, "bootstrap.servers": args.bootstrap,
-                         "transactional.id": args.name})
+    config = {**CLIENT, **TRANSACTIONAL, "bootstrap.servers": args.bootstrap, "transactional.id": args.name}
+    producer = Producer(config)
+    hung: list[Producer] = []  # kept: destroying a producer stuck in a call would block too
     for topic in (args.topic, args.output):
         journal.write("topic", topic=topic)
     journal.write("copy", group=args.group, input=args.topic, output=args.output)
@@ -254,6 +282,19 @@ def copy_app(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
 
     def reassigned(consumer: Consumer, partitions: list[TopicPartition]) -> None:
         reassignments[0] += 1
+
+    def commit(positions: list[TopicPartition]) -> str:
+        """_commit_consumed; a hung producer is replaced by a new one of the same transactional.id, whose
+        init_transactions fences it and aborts the transaction it left open."""
+        nonlocal producer
+        try:
+            return _commit_consumed(producer, consumer, positions)
+        except ProducerHung as exc:
+            print(f"{args.name}: {exc}: going on with a new producer", file=sys.stderr)
+            hung.append(producer)
+            producer = Producer(config)
+            _retry(producer.init_transactions, CALL_TIMEOUT)
+            return ABORT
 
     consumer.subscribe([args.topic], on_assign=reassigned, on_revoke=reassigned, on_lost=reassigned)
     fatal = []
@@ -278,7 +319,7 @@ def copy_app(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
                 # reaches the end of a partition that ends with a marker.
                 if any(committed.get(tp.partition) != tp.offset for tp in positions):
                     producer.begin_transaction()
-                    if _commit_consumed(producer, consumer, positions) == COMMIT:
+                    if commit(positions) == COMMIT:
                         committed = {tp.partition: tp.offset for tp in positions}
                     else:
                         _rewind(consumer, journal)
@@ -293,7 +334,7 @@ def copy_app(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
             for partition, source in batch:
                 copy = WorkloadRecord(copy_producer(args.group, source.producer), source.seq, txn, len(batch))
                 _produce(producer, args.output, encode_value(copy), partition)
-            outcome = _commit_consumed(producer, consumer, positions)
+            outcome = commit(positions)
             journal.write("txn", txn=txn, outcome=outcome, size=len(batch), inputs=inputs)
             if outcome == ABORT:
                 _rewind(consumer, journal)

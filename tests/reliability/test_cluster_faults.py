@@ -3,8 +3,7 @@
 An etcd and three brokers (helpers.cluster) in helpers.cluster_faults' loop: a
 topic with RF=3, min.insync.replicas=2 and unclean.leader.election.enable=false,
 and `verify.workloads` clients (idempotent and transactional acks=all
-producers, a consumer group; not yet the copy app, see helpers.cluster_faults)
-throughout.
+producers, a consumer group, the exactly-once copy app) throughout.
 Each cycle injects one fault of the kinds in MOLDAU_CHAOS_FAULTS (default
 ``kill,pause``), seeded, in turns:
 
@@ -49,7 +48,7 @@ import time
 import pytest
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
-from helpers.cluster_faults import IDEMPOTENT, NO_COPY_APP, PARTITIONS, TOPIC, FaultLoop
+from helpers.cluster_faults import IDEMPOTENT, PARTITIONS, TOPIC, FaultLoop
 from helpers.reliability import budget, record_result
 
 CYCLES = budget(3, 20, "MOLDAU_CHAOS_CYCLES")  # of each fault kind
@@ -80,8 +79,7 @@ def test_acknowledged_records_survive_cluster_faults(start_cluster, tmp_path):
     cluster = start_cluster(3, etcd_session_timeout_ms=SESSION_TIMEOUT_MS, min_insync_replicas=2,
                             unclean_leader_election_enable="false")
     kinds = FAULTS * CYCLES
-    with FaultLoop(cluster, tmp_path, f"cluster faults: {CYCLES} cycles of each of {FAULTS}",
-                   plan=NO_COPY_APP) as loop:
+    with FaultLoop(cluster, tmp_path, f"cluster faults: {CYCLES} cycles of each of {FAULTS}") as loop:
         loop.run(kinds, crash_or_pause)
         verdict = loop.finish()
     assert [rc for b in cluster.brokers.values() for rc in b.returncodes].count(-9) == kinds.count("kill")

@@ -1,7 +1,7 @@
 """A three-broker cluster under network partitions and a slow follower disk: nothing acknowledged is lost.
 
 helpers.cluster_faults' loop (RF=3, min.insync.replicas=2, no unclean
-election, `verify.workloads` clients (all kinds; the copy app with the slow disk only),
+election, `verify.workloads` clients (all kinds),
 `moldau verify` and byte-identical
 replicas at the end) on a cluster whose replication and etcd connections go
 through fault proxies (helpers.cluster ``proxied``; clients connect directly).
@@ -36,7 +36,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
-from helpers.cluster_faults import NO_COPY_APP, PARTITIONS, PROBE_TOPIC, TOPIC, FaultLoop
+from helpers.cluster_faults import PARTITIONS, PROBE_TOPIC, TOPIC, FaultLoop
 from helpers.fault_proxy import BLACKHOLE, DROP
 from helpers.reliability import budget, record_result
 
@@ -85,7 +85,7 @@ def partition(loop: FaultLoop, kind: str) -> dict:
 @pytest.mark.timeout(budget(240, 3600))
 def test_acknowledged_records_survive_partitions(start_cluster, tmp_path):
     cluster = start_cluster(3, proxied=True, **CLUSTER)
-    with FaultLoop(cluster, tmp_path, f"partitions: {CYCLES} cycles of each kind", plan=NO_COPY_APP) as loop:
+    with FaultLoop(cluster, tmp_path, f"partitions: {CYCLES} cycles of each kind") as loop:
         loop.run(["brokers", "etcd"] * CYCLES, partition)
         verdict = loop.finish()
     record_result("cluster_partitions", **loop.figures(verdict))
