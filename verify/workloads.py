@@ -77,14 +77,20 @@ def _pace(producer: Producer, started: float, sent: int, rate: float) -> None:
         producer.poll(min(wait, 0.1))
 
 
+# retriable in Kafka, but not always flagged so by librdkafka: a timed-out committed() (the broker is
+# restarting or hung), a committed() that reached a broker the group's coordinator just left
+RETRIED = {KafkaError._TIMED_OUT, KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+           KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+
+
 def _retry(call: Callable, *args):
-    """Call a client API until it stops failing with a retriable error or a timeout (the broker is
-    restarting or hung: librdkafka does not flag a timed-out committed() as retriable)."""
+    """Call a client API until it stops failing with a retriable error or a timeout."""
     while True:
         try:
             return call(*args)
         except KafkaException as exc:
-            if not (exc.args[0].retriable() or exc.args[0].code() == KafkaError._TIMED_OUT):
+            error = exc.args[0]
+            if error.txn_requires_abort() or error.fatal() or not (error.retriable() or error.code() in RETRIED):
                 raise
 
 
