@@ -62,6 +62,8 @@ class CachedPartition:
         if data.error:
             self.high_watermark = -1  # re-sent once the error is gone
             respond = True
+        if data.diverging_epoch is not None:  # a follower's truncation point
+            respond = True
         return respond
 
 
@@ -98,6 +100,9 @@ class FetchSessionCache:
         self.eviction_ms = eviction_ms
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()  # least recently used first
         self._random = random.Random()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
 
     def get(self, session_id: int) -> FetchSession | None:
         return self._sessions.get(session_id)
@@ -157,11 +162,12 @@ class FetchContext:
         self._privileged = privileged
         self._uses_topic_ids = uses_topic_ids
 
-    def to_read(self, logs: LogManager, isolation: int) -> dict[TopicPartition, FetchPartition]:
+    def to_read(self, logs: LogManager, isolation: int,
+                answered: dict[TopicPartition, PartitionData]) -> dict[TopicPartition, FetchPartition]:
         """The partitions to read now. An incremental fetch leaves out those it need not list: not named by
         the request, the client's position at the high watermark it was last told and at the end it may
-        read to (a follower reads past the high watermark), that and the log start unchanged. Kafka reads
-        them all; in Python skipping them is most of what a session saves."""
+        read to (a follower reads past the high watermark), that and the log start unchanged, and not
+        ``answered`` otherwise (an error, a diverging epoch). Kafka reads them all; in Python skipping them is most of what a session saves."""
         session = self._session
         if session is None:
             return self.partitions
@@ -169,7 +175,7 @@ class FetchContext:
         read = {}
         for key, cached in session.partitions.items():
             want = cached.request
-            if key not in named and want.fetch_offset == cached.high_watermark:
+            if key not in named and key not in answered and want.fetch_offset == cached.high_watermark:
                 log_ = partition_log(logs, key, want.topic_name)
                 # a consumer's end (high watermark, or the last stable offset below it) is then reached
                 if (log_ is not None and log_.high_watermark == cached.high_watermark

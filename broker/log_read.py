@@ -36,6 +36,7 @@ class FetchPartition:
     partition_max_bytes: int
     log_start_offset: int = -1
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # a follower's (v12+): checked against this log's epochs on every fetch
     # v13+ names the topic by id: the name that id had when the request (or the session) named it
     topic_name: str | None = None
 

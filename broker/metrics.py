@@ -81,6 +81,7 @@ class BrokerMetrics:
         self.topic_in: dict[str, list[int]] = {}  # topic -> [messages, bytes]
         self.topic_out: dict[str, list[int]] = {}
         self.loop_lag = Histogram()
+        self.incremental_fetches = 0  # Fetch requests of an incremental session (KIP-227)
         self.registry = CollectorRegistry()
         self.registry.register(self)
         ProcessCollector(registry=self.registry)
@@ -95,6 +96,7 @@ class BrokerMetrics:
         if api == "Produce":
             self._produced(request, response)
         elif api == "Fetch" and response is not None:
+            self.incremental_fetches += request["session_epoch"] > 0
             self._fetched(response)
 
     def _produced(self, request: dict, response: dict | None) -> None:
@@ -166,6 +168,10 @@ class BrokerMetrics:
         for (api, error), n in sorted(self.errors.items()):
             errors.add_metric([api, error], n)
         yield errors
+        yield CounterMetricFamily("moldau_fetch_incremental_requests", "Fetch requests of an incremental session",
+                                  value=self.incremental_fetches)
+        yield GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                                "Incremental fetch sessions cached", value=len(self.broker.fetch_sessions))
 
     def _topics(self):
         for direction, table in (("in", self.topic_in), ("out", self.topic_out)):

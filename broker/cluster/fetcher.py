@@ -5,7 +5,9 @@ append what the leader sends byte for byte. A leader that answers with a
 diverging epoch (KIP-595's check of last_fetched_epoch, which carries
 KIP-101/KIP-279's truncation into the fetch itself) makes the follower
 truncate its log to where it last agreed with the leader before it fetches
-on.
+on. Each fetcher keeps an incremental fetch session with its leader
+(fetch_session_handler.py): after the first request, only partitions whose
+position moved are named, and only those with news are answered.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from protocol import codec
 from protocol.records import valid_prefix
 from storage.errors import OffsetOutOfRange
 
+from .fetch_session_handler import FetchSessionHandler
 from .network import BrokerConnection
 
 log = logging.getLogger("moldau.fetcher")
@@ -60,6 +63,7 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], object] = {}
         self.wake = asyncio.Event()
+        self.session = FetchSessionHandler()
         self.connection = BrokerConnection(f"moldau-replica-fetcher-{broker.node_id}", broker.store.client_security)
         self.task = asyncio.ensure_future(self._run())
 
@@ -90,6 +94,7 @@ class ReplicaFetcher:
                 if not failing:
                     log.warning("fetching from broker %d failed: %s", self.leader_id, exc or type(exc).__name__)
                 failing = True
+                self.session.start_over()
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             failing = False
@@ -100,7 +105,7 @@ class ReplicaFetcher:
 
     def _request(self, wait_ms: int, max_bytes: int) -> tuple[dict | None, dict]:
         """The next Fetch request, and each partition's fetch state it was made from."""
-        topics: dict = {}
+        wanted: dict = {}
         sent = {}
         for key, partition in self.partitions.items():
             topic = self.broker.logs.topic(key[0])
@@ -108,15 +113,15 @@ class ReplicaFetcher:
                 continue
             log_ = partition.log
             sent[key] = _fetch_state(partition)
-            topics.setdefault(topic.topic_id, []).append({
+            wanted[(topic.topic_id, key[1])] = {
                 "partition": key[1],
                 "current_leader_epoch": partition.leader_epoch,
                 "fetch_offset": log_.log_end_offset,
                 "last_fetched_epoch": log_.leader_epochs.latest_epoch,
                 "log_start_offset": log_.log_start_offset,
                 "partition_max_bytes": max_bytes,
-            })
-        if not topics:
+            }
+        if not wanted:
             return None, sent
         return {
             "cluster_id": None,
@@ -126,16 +131,20 @@ class ReplicaFetcher:
             "min_bytes": 1,
             "max_bytes": 10 * max_bytes,
             "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{"topic_id": tid, "partitions": parts} for tid, parts in topics.items()],
-            "forgotten_topics_data": [],
+            **self.session.build(wanted),
             "rack_id": "",
         }, sent
 
     def _handle(self, response: dict, sent: dict) -> bool:
-        """Apply a fetch response; True if a partition answered with an error."""
-        errors = False
+        """Apply a fetch response; True if it or a partition answered with an error. A partition whose
+        answer is not applied as sent (dropped, an error, a truncation) gets a FULL request next, so the
+        leader's session tells everything about it again (its high watermark too)."""
+        self.session.handle_response(response)
+        errors = response["error_code"] != ErrorCode.NONE
+        if errors:  # the leader lost the session (a restart, an eviction) or its epoch
+            log.info("fetch session with broker %d: %s: the next fetch is a full one", self.leader_id,
+                     ErrorCode(response["error_code"]).name)
+        clean = True
         now = int(time.time() * 1000)
         for topic_response in response["responses"]:
             topic = self.broker.logs.topic_by_id(topic_response["topic_id"])
@@ -144,29 +153,36 @@ class ReplicaFetcher:
             for p in topic_response["partitions"]:
                 key = (topic.name, p["partition_index"])
                 partition = self.partitions.get(key)
+                if partition is None:
+                    continue  # no longer fetched from here: the next request forgets it
                 # the partition moved on while the request was out (a new leader epoch, a truncation, a
                 # role change and back): the answer is to a question no longer asked (as Kafka drops it)
-                if partition is None or sent.get(key) != _fetch_state(partition):
+                if sent.get(key) != _fetch_state(partition):
+                    clean = False
                     continue
-                code = p["error_code"]
-                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    if not self._out_of_range(partition, p):
-                        errors = True
-                    continue
-                if code != ErrorCode.NONE:
-                    errors = True
-                    continue
-                diverging = p.get("diverging_epoch")
-                if diverging is not None and diverging["end_offset"] >= 0:
-                    if not self._truncate(partition, diverging["epoch"], diverging["end_offset"]):
-                        errors = True
-                    continue
-                try:
-                    self._append(partition, p, now)
-                except Exception as exc:  # a full disk, a batch out of place: fetch again from the log end
-                    log.error("%s-%d: could not append the leader's batches: %s", topic.name, partition.index, exc)
-                    errors = True
+                applied, failed = self._apply(partition, p, now)
+                clean = clean and applied
+                errors = errors or failed
+        if not clean:
+            self.session.start_over()
         return errors
+
+    def _apply(self, partition, p: dict, now: int) -> tuple[bool, bool]:
+        """(appended as sent, failed) for one partition's answer."""
+        code = p["error_code"]
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            return False, not self._out_of_range(partition, p)
+        if code != ErrorCode.NONE:
+            return False, True
+        diverging = p.get("diverging_epoch")
+        if diverging is not None and diverging["end_offset"] >= 0:
+            return False, not self._truncate(partition, diverging["epoch"], diverging["end_offset"])
+        try:
+            self._append(partition, p, now)
+        except Exception as exc:  # a full disk, a batch out of place: fetch again from the log end
+            log.error("%s-%d: could not append the leader's batches: %s", partition.topic, partition.index, exc)
+            return False, True
+        return True, False
 
     def _append(self, partition, p: dict, now: int) -> None:
         log_ = partition.log

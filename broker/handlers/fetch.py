@@ -45,7 +45,8 @@ def requested_partitions(logs, request, uses_topic_ids: bool) -> dict[TopicParti
         name = found.name if found is not None else None
         for p in want["partitions"]:
             wanted[TopicPartition(topic, p["partition"])] = FetchPartition(
-                p["fetch_offset"], p["partition_max_bytes"], p["log_start_offset"], p["current_leader_epoch"], name)
+                p["fetch_offset"], p["partition_max_bytes"], p["log_start_offset"], p["current_leader_epoch"],
+                p.get("last_fetched_epoch", -1), name)
     return wanted
 
 
@@ -67,30 +68,30 @@ def diverging_epoch(log_, last_fetched_epoch: int, fetch_offset: int) -> dict | 
     return {"epoch": epoch, "end_offset": end}
 
 
-def leadership_answers(broker, request, uses_topic_ids: bool) -> dict[TopicPartition, PartitionData]:
+def leadership_answers(broker, partitions: dict[TopicPartition, FetchPartition],
+                       replica_id: int) -> dict[TopicPartition, PartitionData]:
     """The answers of partitions not to read: not led here, a current_leader_epoch that is not the
-    leader's, a follower whose log diverged. A follower's fetch of the others tells the leader its log end."""
+    leader's, a follower whose log diverged. A follower's fetch of the others tells the leader its log end:
+    every partition of its session, named in this request or not (as Kafka's leader does), or an idle
+    follower would fall out of the ISR."""
     answers = {}
-    replica_id = replica_id_of(request)
-    for want in request["topics"]:
-        topic = broker.logs.topic_by_id(want["topic_id"]) if uses_topic_ids else broker.logs.topic(want["topic"])
-        if topic is None:
+    for key, want in partitions.items():
+        name = want.topic_name if isinstance(key.topic, uuid.UUID) else key.topic
+        if name is None or broker.logs.topic(name) is None:
             continue  # read_from_logs answers UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION
-        for p in want["partitions"]:
-            key = TopicPartition(want["topic_id"] if uses_topic_ids else want["topic"], p["partition"])
-            partition, error = broker.replicas.leader_partition(topic.name, p["partition"])
-            if partition is not None:
-                error = partition.check_epoch(p["current_leader_epoch"])
-            if error:
-                answers[key] = PartitionData(error)
-            elif replica_id >= 0:
-                diverging = diverging_epoch(partition.log, p["last_fetched_epoch"], p["fetch_offset"])
-                if diverging is not None:
-                    log_ = partition.log
-                    answers[key] = PartitionData(0, log_.high_watermark, log_.last_stable_offset,
-                                                 log_.log_start_offset, diverging_epoch=diverging)
-                else:
-                    partition.follower_fetched(replica_id, p["fetch_offset"])
+        partition, error = broker.replicas.leader_partition(name, key.partition)
+        if partition is not None:
+            error = partition.check_epoch(want.current_leader_epoch)
+        if error:
+            answers[key] = PartitionData(error)
+        elif replica_id >= 0:
+            diverging = diverging_epoch(partition.log, want.last_fetched_epoch, want.fetch_offset)
+            if diverging is not None:
+                log_ = partition.log
+                answers[key] = PartitionData(0, log_.high_watermark, log_.last_stable_offset,
+                                             log_.log_start_offset, diverging_epoch=diverging)
+            else:
+                partition.follower_fetched(replica_id, want.fetch_offset)
     return answers
 
 
@@ -109,8 +110,9 @@ def handle(broker, request, header):
         return _response(context, {})
     isolation = FOLLOWER if replica_id_of(request) >= 0 else request["isolation_level"]
     max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
-    answered = leadership_answers(broker, request, uses_topic_ids)
-    found, total = read_from_logs(broker.logs, context.to_read(broker.logs, isolation), isolation, max_bytes, answered)
+    answered = leadership_answers(broker, context.partitions, replica_id_of(request))
+    found, total = read_from_logs(broker.logs, context.to_read(broker.logs, isolation, answered), isolation,
+                                  max_bytes, answered)
     if broker.authorizer.enabled:
         _deny_unreadable(broker, request, header, found)
     diverged = any(a.diverging_epoch is not None for a in answered.values())
@@ -126,7 +128,8 @@ async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, 
                           answered: dict, request, header):
     await broker.fetch_purgatory.park(delayed, max_wait_ms / 1000)
     isolation = delayed.isolation
-    found, _ = read_from_logs(broker.logs, context.to_read(broker.logs, isolation), isolation, max_bytes, answered)
+    found, _ = read_from_logs(broker.logs, context.to_read(broker.logs, isolation, answered), isolation, max_bytes,
+                              answered)
     if broker.authorizer.enabled:
         _deny_unreadable(broker, request, header, found)
     return _response(context, found)

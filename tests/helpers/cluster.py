@@ -39,14 +39,17 @@ CLUSTER_DEFAULTS = {
 
 class Cluster:
     def __init__(self, workdir: Path, size: int = 3, overrides: dict | None = None, proxied: bool = False,
-                 etcd_members: int = 1, env: dict[int, dict[str, str]] | None = None) -> None:
+                 etcd_members: int = 1, env: dict[int, dict[str, str]] | None = None, metrics: bool = False) -> None:
         self.workdir = Path(workdir)
         self.etcd = LocalEtcd(self.workdir / "etcd", members=etcd_members)
         self.brokers: dict[int, BrokerProcess] = {}
         self.replication_proxies: dict[int, FaultProxy] = {}  # node -> the proxy in front of its INTERNAL listener
         self.etcd_proxies: dict[int, list[FaultProxy]] = {}  # node -> its proxies to the etcd members
+        self.metrics_ports: dict[int, int] = {}  # node -> its Prometheus port (metrics=True)
         for node in range(1, size + 1):
             config = {**CLUSTER_DEFAULTS, **(overrides or {}), "node.id": node}
+            if metrics:
+                config["metrics.port"] = self.metrics_ports[node] = free_port()
             if proxied:
                 internal = free_port()
                 proxy = self.replication_proxies[node] = FaultProxy(("127.0.0.1", internal))
@@ -174,15 +177,15 @@ class Cluster:
 
 @pytest.fixture
 def start_cluster(tmp_path_factory):
-    """``start_cluster(3, proxied=False, etcd_members=1, env=None, **overrides)`` -> a started Cluster (``_`` in
-    names for ``.``; ``env``: node id -> environment variables of that broker alone, e.g. a fault hook); stopped at
-    teardown. Import it into a test module to use it: ``from helpers.cluster import start_cluster``."""
+    """``start_cluster(3, proxied=False, etcd_members=1, env=None, metrics=False, **overrides)`` -> a started Cluster
+    (``_`` in names for ``.``; ``env``: node id -> environment variables of that broker alone, e.g. a fault hook;
+    ``metrics``: each broker serves Prometheus on ``cluster.metrics_ports[node]``); stopped at teardown. Import it into a test module to use it: ``from helpers.cluster import start_cluster``."""
     started: list[Cluster] = []
 
     def _start(size: int = 3, proxied: bool = False, etcd_members: int = 1,
-               env: dict[int, dict[str, str]] | None = None, **overrides) -> Cluster:
+               env: dict[int, dict[str, str]] | None = None, metrics: bool = False, **overrides) -> Cluster:
         cluster = Cluster(tmp_path_factory.mktemp("cluster"), size,
-                          {k.replace("_", "."): v for k, v in overrides.items()}, proxied, etcd_members, env)
+                          {k.replace("_", "."): v for k, v in overrides.items()}, proxied, etcd_members, env, metrics)
         started.append(cluster)
         cluster.start()
         return cluster

@@ -1,0 +1,98 @@
+"""Replica fetchers keep incremental fetch sessions (KIP-227) with their leaders: after one full fetch they
+name only partitions whose position moved, and leaders answer only partitions with news. Three brokers, real
+etcd, confluent-kafka clients; the leaders' Prometheus endpoints count the incremental fetches they serve.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka import ElectionType, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from helpers.cluster import start_cluster  # noqa: F401 (fixture)
+from test_cluster_failover import producer
+
+pytestmark = pytest.mark.timeout(240)
+
+INCREMENTAL = "moldau_fetch_incremental_requests_total"
+SESSIONS = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
+
+
+def metric(cluster, node: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.metrics_ports[node]}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return next(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == name)
+
+
+def produce_to_each(cluster, topic: str, partitions: int, tag: str) -> None:
+    """One record per partition, acks=all: every one must be acknowledged."""
+    p = producer(cluster, acks="all")
+    errors = []
+    for i in range(partitions):
+        p.produce(topic, f"{tag}-{i}".encode(), partition=i, on_delivery=lambda err, m: errors.append(err))
+        p.poll(0)
+    assert p.flush(60) == 0, "records still unanswered"
+    assert errors == [None] * partitions
+
+
+def replicas_identical(cluster, topic: str, partitions: int) -> bool:
+    return all(len({cluster.log_bytes(n, topic, i) for n in cluster.brokers}) == 1 for i in range(partitions))
+
+
+def isr_full(cluster, topic: str, replicas: int) -> bool:
+    parts = cluster.metadata(topic).topics[topic].partitions.values()
+    return all(len(p.isrs) == replicas and p.leader >= 0 for p in parts)
+
+
+def test_many_partitions_replicate_through_incremental_sessions_and_idle_followers_stay_in_sync(start_cluster):
+    cluster = start_cluster(3, metrics=True, min_insync_replicas=2)
+    topics = ["many-a", "many-b"]  # 200 partitions (one CreateTopics of 200 is over etcd's operations per txn)
+    for topic in topics:
+        cluster.create_topic(topic, partitions=100, replication_factor=3)
+
+    def produce_round(tag: str) -> None:
+        for topic in topics:
+            produce_to_each(cluster, topic, 100, tag)
+        cluster.wait_until(lambda: all(replicas_identical(cluster, t, 100) for t in topics), 60,
+                           "byte-identical replicas")
+
+    for round_ in range(3):
+        produce_round(f"round{round_}")
+    before = {n: metric(cluster, n, INCREMENTAL) for n in cluster.brokers}
+    # idle for longer than replica.lag.time.max.ms (6 s): incremental fetches that name no partition still
+    # tell each leader that its followers are caught up, so nobody leaves the ISR
+    time.sleep(9)
+    assert all(isr_full(cluster, t, 3) for t in topics)
+    for n in cluster.brokers:
+        assert metric(cluster, n, INCREMENTAL) > before[n] > 0, n
+        assert metric(cluster, n, SESSIONS) == 2, n  # one per follower
+    produce_round("after-idle")
+
+
+def test_a_restarted_leader_gets_full_fetches_and_new_sessions(start_cluster):
+    """The restarted broker knows none of the sessions its followers had: they start over with a full fetch
+    (after a lost connection, or when it answers FETCH_SESSION_ID_NOT_FOUND) and replication goes on."""
+    cluster = start_cluster(3, metrics=True, min_insync_replicas=2)
+    cluster.create_topic("moved", partitions=12, replication_factor=3)
+    produce_to_each(cluster, "moved", 12, "before")
+    cluster.wait_until(lambda: replicas_identical(cluster, "moved", 12), 60, "byte-identical replicas")
+    restarted = 1
+    assert metric(cluster, restarted, INCREMENTAL) > 0
+    cluster.brokers[restarted].stop()  # a controlled shutdown hands its leaderships over
+    produce_to_each(cluster, "moved", 12, "while-away")
+    cluster.brokers[restarted].start()
+    cluster.wait_until(lambda: isr_full(cluster, "moved", 3), 60, "the restarted broker back in every ISR")
+    preferred = [TopicPartition("moved", i) for i in range(12) if cluster.partition("moved", i).replicas[0] == restarted]
+    assert preferred
+    admin = cluster.admin()  # kept alive until the result is in
+    result = admin.elect_leaders(ElectionType.PREFERRED, preferred).result(30)
+    assert all(error is None for error in result.values()), result
+    cluster.wait_until(lambda: all(cluster.leader("moved", tp.partition) == restarted for tp in preferred), 30,
+                       "the restarted broker leading again")
+    produce_to_each(cluster, "moved", 12, "after")
+    cluster.wait_until(lambda: replicas_identical(cluster, "moved", 12), 60, "byte-identical replicas")
+    cluster.wait_until(lambda: metric(cluster, restarted, SESSIONS) == 2, 30, "both followers in a session")
+    assert metric(cluster, restarted, INCREMENTAL) > 0
