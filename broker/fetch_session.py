@@ -167,7 +167,8 @@ class FetchContext:
         """The partitions to read now. An incremental fetch leaves out those it need not list: not named by
         the request, the client's position at the high watermark it was last told and at the end it may
         read to (a follower reads past the high watermark), that and the log start unchanged, and not
-        ``answered`` otherwise (an error, a diverging epoch). Kafka reads them all; in Python skipping them is most of what a session saves."""
+        ``answered`` otherwise (an error, a diverging epoch). Kafka reads them all; in Python skipping
+        them is most of what a session saves."""
         session = self._session
         if session is None:
             return self.partitions
