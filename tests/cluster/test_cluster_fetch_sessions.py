@@ -85,7 +85,8 @@ def test_a_restarted_leader_gets_full_fetches_and_new_sessions(start_cluster):
     produce_to_each(cluster, "moved", 12, "while-away")
     cluster.brokers[restarted].start()
     cluster.wait_until(lambda: isr_full(cluster, "moved", 3), 60, "the restarted broker back in every ISR")
-    preferred = [TopicPartition("moved", i) for i in range(12) if cluster.partition("moved", i).replicas[0] == restarted]
+    preferred = [TopicPartition("moved", i) for i in range(12)
+                 if cluster.partition("moved", i).replicas[0] == restarted]
     assert preferred
     admin = cluster.admin()  # kept alive until the result is in
     result = admin.elect_leaders(ElectionType.PREFERRED, preferred).result(30)

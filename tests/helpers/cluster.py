@@ -179,7 +179,8 @@ class Cluster:
 def start_cluster(tmp_path_factory):
     """``start_cluster(3, proxied=False, etcd_members=1, env=None, metrics=False, **overrides)`` -> a started Cluster
     (``_`` in names for ``.``; ``env``: node id -> environment variables of that broker alone, e.g. a fault hook;
-    ``metrics``: each broker serves Prometheus on ``cluster.metrics_ports[node]``); stopped at teardown. Import it into a test module to use it: ``from helpers.cluster import start_cluster``."""
+    ``metrics``: each broker serves Prometheus on ``cluster.metrics_ports[node]``); stopped at teardown. Import
+    it into a test module to use it: ``from helpers.cluster import start_cluster``."""
     started: list[Cluster] = []
 
     def _start(size: int = 3, proxied: bool = False, etcd_members: int = 1,
