@@ -161,7 +161,7 @@ def test_torn_transaction_state_tail_loses_no_transaction(start_broker, tmp_path
     b.restart()
     line = b.wait_for_log(rf"recovery: {state.name}: {report}", since=mark)
     # the torn record ended the last transaction: the coordinator finds it prepared and finishes it
-    b.wait_for_log(rf"completing .*{writer.name}.* after a restart", since=mark)
+    b.wait_for_log(rf"completing .*{writer.name}.* left by the previous coordinator", since=mark)
     verdict = verify(b.bootstrap, journal)
     assert verdict.ok and verdict.stats["txn_committed"] > 50, verdict.render()
     again = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": writer.name})
