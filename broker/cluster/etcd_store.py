@@ -45,6 +45,8 @@ from .store import MetadataStore
 log = logging.getLogger("moldau.etcd")
 
 RETRY_S = 0.5
+# etcd's default --max-txn-ops: a transaction with more operations is refused
+MAX_TXN_OPS = 128
 
 
 def parse_connect(value: str) -> tuple[list[tuple[str, int]], str]:
@@ -348,16 +350,27 @@ class EtcdMetadataStore(MetadataStore):
         topic_id = topic_id or random_uuid()
         tx = self.client.transactions
         key = self.key("topics", name)
-        ops = [tx.put(key, json.dumps({"topic_id": encode_uuid(topic_id), "partitions": len(assignment),
-                                       "configs": configs}).encode())]
-        ops += [tx.put(self.key("partitions", name, p),
-                       PartitionState(replicas[0], 0, tuple(replicas), tuple(replicas)).encode())
-                for p, replicas in sorted(assignment.items())]
-        ok, _ = await self.client.transaction(compare=[tx.version(key) == 0], success=ops, failure=[])
-        if not ok:
+        topic = {"topic_id": encode_uuid(topic_id), "partitions": len(assignment), "configs": configs}
+        if not await self._write_topic(name, topic, assignment, [tx.version(key) == 0]):
             raise TopicExists(f"topic {name!r} already exists")
         log.info("created topic %s: %s", name, {p: r for p, r in sorted(assignment.items())})
         return await self._wait_local(name, len(assignment))
+
+    async def _write_topic(self, name: str, topic: dict, assignment: dict[int, list[int]], compare: list) -> bool:
+        """The new partitions' first states (first replica leads, epoch 0, ISR = replicas), then the
+        topic key, each transaction only while ``compare`` holds. etcd refuses a transaction of more
+        than MAX_TXN_OPS operations, so the states go in steps; the topic key goes last, and until
+        it is there no broker serves the partitions written before it."""
+        tx = self.client.transactions
+        states = [tx.put(self.key("partitions", name, p),
+                         PartitionState(replicas[0], 0, tuple(replicas), tuple(replicas)).encode())
+                  for p, replicas in sorted(assignment.items())]
+        steps = [states[i:i + MAX_TXN_OPS] for i in range(0, len(states), MAX_TXN_OPS)]
+        for ops in steps + [[tx.put(self.key("topics", name), json.dumps(topic).encode())]]:
+            ok, _ = await self.client.transaction(compare=compare, success=ops, failure=[])
+            if not ok:
+                return False
+        return True
 
     async def _wait_local(self, name: str, partitions: int) -> TopicMetadata:
         """Until the watch has brought the change here, so this broker's next answers include it."""
@@ -413,12 +426,7 @@ class EtcdMetadataStore(MetadataStore):
             raise UnknownTopic(f"unknown topic {name!r}")
         d = json.loads(found.value)
         d["partitions"] = max(assignment) + 1
-        ops = [tx.put(key, json.dumps(d).encode())]
-        ops += [tx.put(self.key("partitions", name, p),
-                       PartitionState(replicas[0], 0, tuple(replicas), tuple(replicas)).encode())
-                for p, replicas in sorted(assignment.items())]
-        ok, _ = await self.client.transaction(compare=[tx.mod(key) == found.mod_revision], success=ops, failure=[])
-        if not ok:
+        if not await self._write_topic(name, d, assignment, [tx.mod(key) == found.mod_revision]):
             raise TopicExists(f"topic {name!r} changed meanwhile; retry")
         await self._wait_local(name, d["partitions"])
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicCollection
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
 from helpers.wire import WireClient
@@ -56,6 +56,20 @@ def test_metadata_shows_every_broker_replicas_isr_and_controller(start_cluster):
     described = admin.describe_cluster().result(10)
     assert sorted(n.id for n in described.nodes) == [1, 2, 3]
     assert described.controller.id == md.controller_id
+
+
+def test_topics_with_more_partitions_than_one_etcd_transaction_holds(start_cluster):
+    """etcd refuses a transaction of more than 128 operations: creating 300 partitions, and growing to
+    450, takes several; every partition has its leader and full ISR on every broker."""
+    cluster = start_cluster(3)
+    cluster.create_topic("wide", partitions=300, replication_factor=3)
+    admin = cluster.admin()
+    admin.create_partitions([NewPartitions("wide", 450)])["wide"].result(30)
+    cluster.wait_until(lambda: cluster.full_isr("wide", 450, 3), 30, "wide grown and fully replicated")
+    for b in cluster.brokers.values():
+        partitions = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics("wide", timeout=10).topics["wide"].partitions
+        assert sorted(partitions) == list(range(450))
+        assert all(p.leader in (1, 2, 3) and len(p.replicas) == 3 for p in partitions.values())
 
 
 def test_replication_factor_above_the_live_brokers_is_refused(start_cluster):
