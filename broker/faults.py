@@ -33,6 +33,15 @@ MOLDAU_FAULT_DELAY_REPLICATION_WAIT_MS=N (N >= 1): an acks=all write (a
 Produce, a transaction marker) starts waiting for its replicas N ms after its
 append -- a busy event loop between the two, where the leadership the append
 was made in may end. The answer must never say it was replicated then.
+
+MOLDAU_FAULT_DELAY_TOPIC_WRITE_STEPS_MS=N (N >= 1): every etcd transaction of a
+topic creation or growth (claim, partition states, topic key) waits N ms before
+it is sent -- a slow etcd, so that two creates of one name overlap.
+
+MOLDAU_FAULT_KILL_AFTER_TOPIC_WRITE_STEPS=N (N >= 1): right after the Nth
+transaction of partition states of a topic creation or growth, the broker sends
+itself SIGKILL -- a creator dead with some partition states in etcd and no topic
+key. No later create of the name may trip over them.
 """
 
 from __future__ import annotations
@@ -50,6 +59,8 @@ FAIL_MARKERS_ENV = "MOLDAU_FAULT_FAIL_TXN_MARKERS"
 SLOW_DISK_ENV = "MOLDAU_FAULT_SLOW_DISK_FILE"
 DELAY_ISR_EXPANSION_ENV = "MOLDAU_FAULT_DELAY_ISR_EXPANSION_MS"
 DELAY_REPLICATION_WAIT_ENV = "MOLDAU_FAULT_DELAY_REPLICATION_WAIT_MS"
+DELAY_TOPIC_WRITE_ENV = "MOLDAU_FAULT_DELAY_TOPIC_WRITE_STEPS_MS"
+KILL_AFTER_TOPIC_WRITE_ENV = "MOLDAU_FAULT_KILL_AFTER_TOPIC_WRITE_STEPS"
 
 log = logging.getLogger("moldau.faults")
 
@@ -86,11 +97,12 @@ def response_dropper() -> ResponseDropper:
     return ResponseDropper(_env_count(DROP_RESPONSE_ENV, 2))
 
 
-class MarkerKiller:
-    """Counts the transaction markers written; kills the broker at the chosen one."""
+class Killer:
+    """Counts the writes of one kind (``what``); kills the broker right after the chosen one."""
 
-    def __init__(self, after: int) -> None:
-        self.after = after
+    def __init__(self, env: str, what: str) -> None:
+        self.env, self.what = env, what
+        self.after = _env_count(env, 1)
         self.written = 0
 
     def __call__(self) -> None:
@@ -98,14 +110,18 @@ class MarkerKiller:
             return
         self.written += 1
         if self.written == self.after:
-            log.warning("fault injection (%s): killing the broker after transaction marker %d",
-                        KILL_AFTER_MARKERS_ENV, self.written)
+            log.warning("fault injection (%s): killing the broker after %s %d", self.env, self.what, self.written)
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def marker_killer() -> MarkerKiller:
+def marker_killer() -> Killer:
     """The killer the environment asks for; one that never kills by default."""
-    return MarkerKiller(_env_count(KILL_AFTER_MARKERS_ENV, 1))
+    return Killer(KILL_AFTER_MARKERS_ENV, "transaction marker")
+
+
+def topic_write_killer() -> Killer:
+    """The killer the environment asks for; one that never kills by default."""
+    return Killer(KILL_AFTER_TOPIC_WRITE_ENV, "partition states step")
 
 
 class MarkerFailer:
@@ -161,3 +177,8 @@ def isr_expansion_delay_s() -> float:
 def replication_wait_delay_s() -> float:
     """How long an acks=all write waits before it starts waiting for its replicas; 0 by default."""
     return _env_count(DELAY_REPLICATION_WAIT_ENV, 1) / 1000
+
+
+def topic_write_delay_s() -> float:
+    """How long each etcd transaction of a topic creation or growth waits; 0 by default."""
+    return _env_count(DELAY_TOPIC_WRITE_ENV, 1) / 1000

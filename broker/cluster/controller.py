@@ -8,7 +8,9 @@ in replica order as leader, with the leader epoch bumped; with none left it
 goes offline (leader -1, ISR kept, so the last in-sync replica is elected when
 it returns) unless unclean.leader.election.enable lets a live out-of-sync
 replica take over. Dead followers leave the ISR at once. Every write is a
-compare-and-swap on the state the decision was made from.
+compare-and-swap on the state the decision was made from. It also deletes
+partition states that no topic key counts once no create claims their topic:
+what a broker that died mid-create left.
 """
 
 from __future__ import annotations
@@ -66,6 +68,9 @@ class Controller:
     def session_renewed(self) -> None:
         self._wake.set()
 
+    def topic_claim_released(self) -> None:  # partition states of a write that did not finish may be left
+        self._wake.set()
+
     def partition_changed(self, topic: str, index: int, state: PartitionState) -> None:
         if self.active and (state.leader == NO_LEADER or state.leader not in self.store.cache.brokers
                             or state.adding or state.removing):
@@ -96,6 +101,7 @@ class Controller:
                     await self._try_to_become_controller()
                 if self.active:
                     await self._elect_where_needed()
+                    await self.store.drop_orphan_partitions()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # etcd away or a lost race: look again shortly

@@ -8,6 +8,8 @@ Key layout (under the chroot of ``etcd.connect``; docs/architecture.md says who 
     /latest_producer_id_block   next free block of producer ids (compare-and-swap)
     /topics/<name>              {"topic_id", "partitions", "configs"}
     /partitions/<name>/<p>      PartitionState: leader, leader_epoch, isr, replicas
+    /creating/<name>            {"broker_id", "attempt"}: a create or growth of <name> under way, under its
+                                broker's lease (create-if-absent); its last step deletes it
     /acls/<id>, /scram_credentials/<user>   ACLs and SCRAM credentials (etcd_security.py)
 
 Every broker watches the whole prefix and keeps a MetadataCache; the
@@ -28,6 +30,7 @@ import socket
 import aetcd
 from aetcd import utils as etcd_utils
 
+from broker import faults
 from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
 from broker.listeners import advertised_endpoints, inter_broker_endpoint
 from broker.producer_ids import BLOCK_SIZE
@@ -39,7 +42,7 @@ from . import client_security
 from .controller import Controller
 from .etcd_security import ACLS, SCRAM, ClusterSecurity
 from .fetcher import ReplicaFetcherManager
-from .metadata import NO_LEADER, BrokerInfo, MetadataCache, PartitionState
+from .metadata import NO_LEADER, BrokerInfo, MetadataCache, PartitionState, TopicChangeInProgress
 from .store import MetadataStore
 
 log = logging.getLogger("moldau.etcd")
@@ -47,6 +50,7 @@ log = logging.getLogger("moldau.etcd")
 RETRY_S = 0.5
 # etcd's default --max-txn-ops: a transaction with more operations is refused
 MAX_TXN_OPS = 128
+CREATING = "creating"  # /creating/<name>: the claim of a topic write in several steps
 
 
 def parse_connect(value: str) -> tuple[list[tuple[str, int]], str]:
@@ -87,6 +91,8 @@ class EtcdMetadataStore(MetadataStore):
         self._reserving: asyncio.Future | None = None
         self.revision = 0
         self.security: ClusterSecurity | None = None
+        self.topic_write_delay_s = faults.topic_write_delay_s()
+        self.kill_after_topic_write_step = faults.topic_write_killer()
 
     def key(self, *parts) -> bytes:
         return (self.chroot + "/" + "/".join(str(p) for p in parts)).encode()
@@ -269,6 +275,8 @@ class EtcdMetadataStore(MetadataStore):
                 self._apply_topic(parts[1], value)
             elif parts[0] == "partitions" and len(parts) == 3:
                 self._apply_partition(parts[1], int(parts[2]), value, revision)
+            elif parts[0] == CREATING and len(parts) == 2 and value is None:
+                self.controller.topic_claim_released()
             elif parts[0] in (ACLS, SCRAM) and len(parts) == 2:
                 self.security.apply(parts[0], parts[1], value)
         except (ValueError, KeyError, TypeError) as exc:
@@ -348,29 +356,69 @@ class EtcdMetadataStore(MetadataStore):
     async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str],
                            topic_id=None) -> TopicMetadata:
         topic_id = topic_id or random_uuid()
-        tx = self.client.transactions
-        key = self.key("topics", name)
         topic = {"topic_id": encode_uuid(topic_id), "partitions": len(assignment), "configs": configs}
-        if not await self._write_topic(name, topic, assignment, [tx.version(key) == 0]):
-            raise TopicExists(f"topic {name!r} already exists")
+        absent = self.client.transactions.version(self.key("topics", name)) == 0
+        await self._write_topic(name, topic, assignment, absent, TopicExists(f"topic {name!r} already exists"))
         log.info("created topic %s: %s", name, {p: r for p, r in sorted(assignment.items())})
         return await self._wait_local(name, len(assignment))
 
-    async def _write_topic(self, name: str, topic: dict, assignment: dict[int, list[int]], compare: list) -> bool:
-        """The new partitions' first states (first replica leads, epoch 0, ISR = replicas), then the
-        topic key, each transaction only while ``compare`` holds. etcd refuses a transaction of more
-        than MAX_TXN_OPS operations, so the states go in steps; the topic key goes last, and until
-        it is there no broker serves the partitions written before it."""
+    async def _write_topic(self, name: str, topic: dict, assignment: dict[int, list[int]], guard,
+                           conflict: Exception) -> None:
+        """The new partitions' first states (first replica leads, epoch 0, ISR = replicas), then the topic
+        key. etcd refuses a transaction of more than MAX_TXN_OPS operations, so this takes steps, and two
+        creates of one name (on two brokers) could mix theirs, a creator's crash leave some behind. So the
+        first step claims the name: /creating/<name> created if absent, under this broker's lease (it goes
+        with a dead broker's session), and a create deletes what a dead creator left of the name; every
+        later step holds only while the claim is this one's and ``guard`` (the topic key as read) holds;
+        the last writes the topic key and deletes the claim. No broker serves a partition its topic key
+        does not count. Raises ``conflict`` when the guard fails, TopicChangeInProgress when another
+        request holds the claim."""
         tx = self.client.transactions
+        claim = self.key(CREATING, name)
+        ours = json.dumps({"broker_id": self.broker.node_id, "attempt": encode_uuid(random_uuid())}).encode()
+        claiming = [tx.put(claim, ours, lease=self.lease)]
+        if min(assignment) == 0:  # a create: no state of an earlier attempt survives
+            prefix = self.key("partitions", name, "")
+            claiming.append(tx.delete(prefix, etcd_utils.prefix_range_end(prefix)))
+        if not await self._topic_write_step([guard, tx.version(claim) == 0], claiming):
+            raise await self._refusal(name, ours, conflict, claimed=False)
         states = [tx.put(self.key("partitions", name, p),
                          PartitionState(replicas[0], 0, tuple(replicas), tuple(replicas)).encode())
                   for p, replicas in sorted(assignment.items())]
         steps = [states[i:i + MAX_TXN_OPS] for i in range(0, len(states), MAX_TXN_OPS)]
-        for ops in steps + [[tx.put(self.key("topics", name), json.dumps(topic).encode())]]:
-            ok, _ = await self.client.transaction(compare=compare, success=ops, failure=[])
-            if not ok:
-                return False
-        return True
+        last = [tx.put(self.key("topics", name), json.dumps(topic).encode()), tx.delete(claim)]
+        if len(steps[-1]) + len(last) <= MAX_TXN_OPS:
+            last = steps.pop() + last
+        held = [guard, tx.value(claim) == ours]
+        try:
+            for i, ops in enumerate(steps + [last]):
+                if not await self._topic_write_step(held, ops):
+                    raise await self._refusal(name, ours, conflict, claimed=True)
+                if i < len(steps):
+                    self.kill_after_topic_write_step()
+        except Exception:  # the claim goes (or its lease ends), then the controller drops the states written
+            try:
+                await self.client.transaction(compare=[tx.value(claim) == ours], success=[tx.delete(claim)],
+                                              failure=[])
+            except Exception as exc:
+                log.warning("could not release the claim on topic %s: %s", name, exc)
+            raise
+
+    async def _topic_write_step(self, compare: list, ops: list) -> bool:
+        if self.topic_write_delay_s:
+            await asyncio.sleep(self.topic_write_delay_s)
+        ok, _ = await self.client.transaction(compare=compare, success=ops, failure=[])
+        return ok
+
+    async def _refusal(self, name: str, ours: bytes, conflict: Exception, claimed: bool) -> Exception:
+        """Why a step of a topic write failed: another request's claim, ours lapsed, or ``conflict``."""
+        found = await self.client.get(self.key(CREATING, name))
+        if found is not None and found.value != ours:
+            return TopicChangeInProgress(f"broker {json.loads(found.value)['broker_id']} is creating topic {name!r} "
+                                         "or partitions of it; retry")
+        if found is None and claimed:
+            return TopicChangeInProgress(f"the claim on topic {name!r} lapsed with this broker's etcd session; retry")
+        return conflict
 
     async def _wait_local(self, name: str, partitions: int) -> TopicMetadata:
         """Until the watch has brought the change here, so this broker's next answers include it."""
@@ -392,7 +440,7 @@ class EtcdMetadataStore(MetadataStore):
     async def _auto_create(self, name: str, num_partitions: int) -> None:
         try:
             await self.create_topic(name, self.plan_replicas(num_partitions, -1, None), {})
-        except TopicExists:
+        except (TopicExists, TopicChangeInProgress):  # made by another request; the client retries
             pass
         except Exception as exc:
             log.warning("could not auto-create topic %s: %s", name, exc)
@@ -414,7 +462,7 @@ class EtcdMetadataStore(MetadataStore):
             configs["min.insync.replicas"] = str(min(config[min_isr_setting], rf))
         try:
             await self.create_topic(name, self.plan_replicas(config[partitions_setting], rf, None), configs)
-        except TopicExists:
+        except (TopicExists, TopicChangeInProgress):
             pass
         return self.broker.logs.topic(name) is not None
 
@@ -426,8 +474,8 @@ class EtcdMetadataStore(MetadataStore):
             raise UnknownTopic(f"unknown topic {name!r}")
         d = json.loads(found.value)
         d["partitions"] = max(assignment) + 1
-        if not await self._write_topic(name, d, assignment, [tx.mod(key) == found.mod_revision]):
-            raise TopicExists(f"topic {name!r} changed meanwhile; retry")
+        await self._write_topic(name, d, assignment, tx.mod(key) == found.mod_revision,
+                                TopicExists(f"topic {name!r} changed meanwhile; retry"))
         await self._wait_local(name, d["partitions"])
 
     async def delete_topic(self, name: str) -> None:
@@ -443,6 +491,34 @@ class EtcdMetadataStore(MetadataStore):
             if self.broker.logs.topic(name) is None:
                 return
             await asyncio.sleep(0.05)
+
+    async def drop_orphan_partitions(self) -> None:
+        """The controller's: partition states that no topic key counts and no claim covers -- left by a
+        creator that died between the steps of its write (its claim went with its session). Each delete
+        holds only while the topic key is as read and no claim is there."""
+        tx = self.client.transactions
+        suspects = {t for t, p in list(self.cache.partitions)
+                    if p >= (self.topics[t].num_partitions if t in self.topics else 0)}
+        for name in suspects:
+            key, claim = self.key("topics", name), self.key(CREATING, name)
+            found = await self.client.get(key)
+            count = json.loads(found.value)["partitions"] if found is not None else 0
+            orphans = sorted(p for t, p in list(self.cache.partitions) if t == name and p >= count)
+            if found is None:
+                prefix = self.key("partitions", name, "")
+                guard, deletes = tx.version(key) == 0, [tx.delete(prefix, etcd_utils.prefix_range_end(prefix))]
+            else:
+                guard, deletes = tx.mod(key) == found.mod_revision, [tx.delete(self.key("partitions", name, p))
+                                                                     for p in orphans]
+            for i in range(0, len(deletes), MAX_TXN_OPS):
+                ok, _ = await self.client.transaction(compare=[guard, tx.version(claim) == 0],
+                                                      success=deletes[i:i + MAX_TXN_OPS], failure=[])
+                if not ok:  # a write of the name under way or done meanwhile: its end wakes the controller
+                    break
+            else:
+                if orphans:
+                    log.warning("dropped the states of partitions %d..%d of topic %s: no topic key counts them "
+                                "(a create or growth that did not finish)", orphans[0], orphans[-1], name)
 
     async def _check_isrs(self) -> None:
         """The leader's periodic ISR check, at half of replica.lag.time.max.ms as in Kafka."""

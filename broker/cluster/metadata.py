@@ -23,6 +23,10 @@ class InvalidReplicaAssignment(ValueError):
     pass
 
 
+class TopicChangeInProgress(Exception):
+    """Another request (on any broker) is creating the topic or partitions of it: retriable."""
+
+
 @dataclass(frozen=True)
 class BrokerInfo:
     node_id: int

@@ -3,7 +3,7 @@
 import logging
 
 from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
-from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor
+from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor, TopicChangeInProgress
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC
 from storage.errors import TopicExists
@@ -39,8 +39,10 @@ async def _grow(broker, header, want: dict, validate_only: bool, mutations: Cont
         return {"name": name, "error_code": ErrorCode.INVALID_REPLICATION_FACTOR, "error_message": str(exc)}
     except InvalidReplicaAssignment as exc:
         return {"name": name, "error_code": ErrorCode.INVALID_REPLICA_ASSIGNMENT, "error_message": str(exc)}
-    except TopicExists as exc:  # another request is changing it
+    except TopicExists as exc:  # another request changed it
         return {"name": name, "error_code": ErrorCode.REASSIGNMENT_IN_PROGRESS, "error_message": str(exc)}
+    except TopicChangeInProgress as exc:  # retriable, as Kafka's answer for a growth not done in time
+        return {"name": name, "error_code": ErrorCode.REQUEST_TIMED_OUT, "error_message": str(exc)}
     except OSError as exc:  # nothing of the new partitions is left behind
         log.error("could not add partitions to %s: %s", name, exc)
         return {"name": name, "error_code": ErrorCode.KAFKA_STORAGE_ERROR, "error_message": str(exc)}

@@ -6,7 +6,7 @@ import logging
 from broker import topic_configs
 from broker.broker import InvalidTopic
 from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
-from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor
+from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor, TopicChangeInProgress
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC
 from storage.catalog import validate_topic_name
@@ -50,8 +50,10 @@ async def _create(broker, want: dict, validate_only: bool) -> dict:
                 topic_id = (await broker.store.create_topic(name, plan, configs)).topic_id
         except InvalidTopic as exc:
             result.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=str(exc))
-        except TopicExists as exc:  # another request is creating it right now
+        except TopicExists as exc:  # another request created it meanwhile
             result.update(error_code=ErrorCode.TOPIC_ALREADY_EXISTS, error_message=str(exc))
+        except TopicChangeInProgress as exc:  # retriable, as Kafka's answer for a create not done in time
+            result.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=str(exc))
         except InvalidReplicationFactor as exc:
             result.update(error_code=ErrorCode.INVALID_REPLICATION_FACTOR, error_message=str(exc))
         except InvalidReplicaAssignment as exc:

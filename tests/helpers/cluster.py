@@ -150,17 +150,21 @@ class Cluster:
             time.sleep(0.2)
         raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last})" if last else ""))
 
-    def registrations(self) -> dict[int, int]:
-        """node.id -> the etcd lease its registration is under, read from etcd (a broker that lost its session
-        registers under a new one)."""
-        async def read() -> dict[int, int]:
+    def etcd_prefix(self, prefix: bytes) -> list:
+        """The etcd key-values under ``prefix``, read from etcd itself."""
+        async def read() -> list:
             client = aetcd.Client(*grpc_target(parse_connect(self.etcd.endpoint)[0]), timeout=10)
             try:
-                return {int(kv.key.rsplit(b"/", 1)[1]): kv.lease for kv in await client.get_prefix(b"/brokers/ids/")}
+                return list(await client.get_prefix(prefix))
             finally:
                 await client.close()
 
         return asyncio.run(read())
+
+    def registrations(self) -> dict[int, int]:
+        """node.id -> the etcd lease its registration is under, read from etcd (a broker that lost its session
+        registers under a new one)."""
+        return {int(kv.key.rsplit(b"/", 1)[1]): kv.lease for kv in self.etcd_prefix(b"/brokers/ids/")}
 
     def log_bytes(self, node: int, topic: str, index: int = 0) -> bytes:
         """The concatenated segment files of one replica."""

@@ -1,0 +1,110 @@
+"""Topics of more than 128 partitions take several etcd transactions to create or grow. Two such writes of
+one name, on two brokers, must not mix (one wins, the other gets an error), and a creator killed between
+them must leave nothing that outlives its session. Raw CreateTopics / CreatePartitions frames, so that each
+request goes to the broker chosen (client libraries send them to the controller)."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from helpers.cluster import start_cluster  # noqa: F401 (fixture)
+from helpers.wire import WireClient
+
+pytestmark = pytest.mark.timeout(240)
+
+REQUEST_TIMED_OUT = 7
+
+
+def create_request(name: str, plan: dict[int, list[int]]) -> dict:
+    return {"topics": [{"name": name, "num_partitions": -1, "replication_factor": -1, "configs": [],
+                        "assignments": [{"partition_index": p, "broker_ids": r} for p, r in plan.items()]}],
+            "timeout_ms": 30000, "validate_only": False}
+
+
+def grow_request(name: str, count: int, plan: dict[int, list[int]]) -> dict:
+    assignments = [{"broker_ids": r} for _, r in sorted(plan.items())]
+    return {"topics": [{"name": name, "count": count, "assignments": assignments}], "timeout_ms": 30000,
+            "validate_only": False}
+
+
+def at_once(cluster, requests: dict[int, tuple[str, int, dict]]) -> dict[int, int]:
+    """Each broker's request sent at the same moment; node -> the error code it answered."""
+    ready = threading.Barrier(len(requests))
+
+    def send(node: int) -> int:
+        api, version, body = requests[node]
+        with WireClient(cluster.brokers[node].port, timeout=60) as client:
+            ready.wait()
+            response = client.request(api, version, body)
+        return (response["topics"] if api == "CreateTopics" else response["results"])[0]["error_code"]
+
+    with ThreadPoolExecutor(len(requests)) as pool:
+        return dict(zip(requests, pool.map(send, requests)))
+
+
+def replicas_everywhere(cluster, name: str) -> list[dict[int, list[int]]]:
+    """Each broker's Metadata answer for the topic: partition -> replicas."""
+    return [{p: list(m.replicas) for p, m in AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(
+        name, timeout=10).topics[name].partitions.items()} for b in cluster.brokers.values() if b.alive()]
+
+
+def states_in_etcd(cluster, name: str) -> list[int]:
+    return sorted(int(kv.key.rsplit(b"/", 1)[1]) for kv in cluster.etcd_prefix(f"/partitions/{name}/".encode()))
+
+
+def test_concurrent_creates_and_growths_of_one_topic_on_two_brokers_do_not_mix(start_cluster):
+    """Every etcd transaction of a topic write waits 300 ms on brokers 1 and 2, so their two creates of
+    "contested" (and then their two growths) overlap step by step: exactly one wins, the other answers an
+    error, and every partition has the winner's replicas -- none of the loser's, and no extra states."""
+    slow = {"MOLDAU_FAULT_DELAY_TOPIC_WRITE_STEPS_MS": "300"}
+    cluster = start_cluster(3, env={1: slow, 2: slow})
+    plans = {1: {p: [1, 2] for p in range(200)}, 2: {p: [2, 3] for p in range(150)}}
+    errors = at_once(cluster, {n: ("CreateTopics", 5, create_request("contested", plans[n])) for n in plans})
+    assert sorted(errors.values()) in ([0, REQUEST_TIMED_OUT], [0, 36]), errors  # 36: TOPIC_ALREADY_EXISTS
+    plan = plans[min(errors, key=errors.get)]
+    cluster.wait_until(lambda: cluster.full_isr("contested", len(plan), 2), 60, "contested fully replicated")
+    assert all(seen == plan for seen in replicas_everywhere(cluster, "contested"))
+    assert states_in_etcd(cluster, "contested") == sorted(plan)
+
+    count = len(plan)
+    grows = {1: {p: [3, 1] for p in range(count, count + 180)}, 2: {p: [1, 3] for p in range(count, count + 140)}}
+    errors = at_once(cluster, {n: ("CreatePartitions", 1, grow_request("contested", max(grows[n]) + 1, grows[n]))
+                               for n in grows})
+    assert sorted(errors.values()) in ([0, REQUEST_TIMED_OUT], [0, 37]), errors  # 37: REASSIGNMENT_IN_PROGRESS
+    plan |= grows[min(errors, key=errors.get)]
+    cluster.wait_until(lambda: cluster.full_isr("contested", len(plan), 2), 60, "contested grown and replicated")
+    assert all(seen == plan for seen in replicas_everywhere(cluster, "contested"))
+    assert states_in_etcd(cluster, "contested") == sorted(plan)
+
+
+def test_a_creator_killed_between_steps_leaves_nothing_behind(start_cluster):
+    """Broker 2 dies (SIGKILL) after writing 128 of 300 partition states of "half-made". While its claim
+    lives (its etcd session, 15 s here) a create of that name elsewhere answers the retriable
+    REQUEST_TIMED_OUT; then the controller drops the 128 states, and the create succeeds with its own."""
+    cluster = start_cluster(3, env={2: {"MOLDAU_FAULT_KILL_AFTER_TOPIC_WRITE_STEPS": "1"}},
+                            etcd_session_timeout_ms=15000)
+    doomed = cluster.brokers[2]
+    with WireClient(doomed.port, timeout=60) as client, pytest.raises(Exception):
+        client.request("CreateTopics", 5, create_request("half-made", {p: [2, 1, 3] for p in range(300)}))
+    cluster.wait_until(lambda: not doomed.alive(), 30, "broker 2 killed")
+    assert "killing the broker after partition states step 1" in doomed.log_text()
+    assert states_in_etcd(cluster, "half-made") == list(range(128))
+
+    plan = {p: [1, 3] for p in range(150)}
+    with WireClient(cluster.brokers[1].port, timeout=60) as client:
+        refused = client.request("CreateTopics", 5, create_request("half-made", plan))["topics"][0]
+    assert refused["error_code"] == REQUEST_TIMED_OUT, refused
+    assert "broker 2 is creating topic 'half-made'" in refused["error_message"]
+
+    cluster.wait_until(lambda: states_in_etcd(cluster, "half-made") == [], 60, "the dead creator's states dropped")
+    assert cluster.etcd_prefix(b"/creating/") == []
+    with WireClient(cluster.brokers[1].port, timeout=60) as client:
+        created = client.request("CreateTopics", 5, create_request("half-made", plan))["topics"][0]
+    assert created["error_code"] == 0, created
+    cluster.wait_until(lambda: cluster.full_isr("half-made", 150, 2), 60, "half-made fully replicated")
+    assert all(seen == plan for seen in replicas_everywhere(cluster, "half-made"))
+    assert states_in_etcd(cluster, "half-made") == list(range(150))
