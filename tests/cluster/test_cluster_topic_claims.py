@@ -88,7 +88,8 @@ def test_concurrent_creates_and_growths_of_one_topic_on_two_brokers_do_not_mix(s
 def test_a_creator_killed_between_steps_leaves_nothing_behind(start_cluster):
     """Broker 2 dies (SIGKILL) after writing 128 of 300 partition states of "half-made". While its claim
     lives (its etcd session, 15 s here) a create of that name elsewhere answers the retriable
-    REQUEST_TIMED_OUT; then the controller drops the 128 states, and the create succeeds with its own."""
+    REQUEST_TIMED_OUT; then the controller drops the 128 states, and the create succeeds with its own.
+    Broker 2, restarted, dies the same way growing it: the controller drops the states past its count."""
     cluster = start_cluster(3, env={2: {"MOLDAU_FAULT_KILL_AFTER_TOPIC_WRITE_STEPS": "1"}},
                             etcd_session_timeout_ms=15000)
     doomed = cluster.brokers[2]
@@ -112,3 +113,21 @@ def test_a_creator_killed_between_steps_leaves_nothing_behind(start_cluster):
     cluster.wait_until(lambda: cluster.full_isr("half-made", 150, 2), 60, "half-made fully replicated")
     assert all(seen == plan for seen in replicas_everywhere(cluster, "half-made"))
     assert states_in_etcd(cluster, "half-made") == list(range(150))
+
+    doomed.start()
+    cluster.wait_for_brokers(3)
+    with WireClient(doomed.port, timeout=60) as client, pytest.raises(Exception):
+        client.request("CreatePartitions", 1, grow_request("half-made", 450, {p: [2, 1] for p in range(150, 450)}))
+    cluster.wait_until(lambda: not doomed.alive(), 30, "broker 2 killed again")
+    assert states_in_etcd(cluster, "half-made") == list(range(150 + 128))
+    cluster.wait_until(lambda: states_in_etcd(cluster, "half-made") == list(range(150)), 60,
+                       "the dead grower's states dropped")
+    assert cluster.etcd_prefix(b"/creating/") == []
+    with WireClient(cluster.brokers[3].port, timeout=60) as client:
+        grown = client.request("CreatePartitions", 1,
+                               grow_request("half-made", 200, {p: [3, 1] for p in range(150, 200)}))
+    assert grown["results"][0]["error_code"] == 0, grown
+    plan |= {p: [3, 1] for p in range(150, 200)}
+    cluster.wait_until(lambda: cluster.full_isr("half-made", 200, 2), 60, "half-made grown and replicated")
+    assert all(seen == plan for seen in replicas_everywhere(cluster, "half-made"))
+    assert states_in_etcd(cluster, "half-made") == list(range(200))
