@@ -396,13 +396,26 @@ class EtcdMetadataStore(MetadataStore):
                     raise await self._refusal(name, ours, conflict, claimed=True)
                 if i < len(steps):
                     self.kill_after_topic_write_step()
-        except Exception:  # the claim goes (or its lease ends), then the controller drops the states written
+        except (Exception, asyncio.CancelledError):  # once the claim is gone the controller drops what was written
+            await self._release_claim(name, ours)
+            raise
+
+    async def _release_claim(self, name: str, ours: bytes) -> None:
+        """Deletes the claim; if etcd stays away for a session timeout, the claim goes with the session."""
+        tx = self.client.transactions
+        claim = self.key(CREATING, name)
+        deadline = asyncio.get_running_loop().time() + self.ttl
+        while True:
             try:
                 await self.client.transaction(compare=[tx.value(claim) == ours], success=[tx.delete(claim)],
                                               failure=[])
+                return
             except Exception as exc:
-                log.warning("could not release the claim on topic %s: %s", name, exc)
-            raise
+                if asyncio.get_running_loop().time() > deadline:
+                    log.warning("could not release the claim on topic %s (%s); it ends with the etcd session",
+                                name, exc)
+                    return
+                await asyncio.sleep(RETRY_S)
 
     async def _topic_write_step(self, compare: list, ops: list) -> bool:
         if self.topic_write_delay_s:

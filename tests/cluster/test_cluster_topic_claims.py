@@ -6,6 +6,7 @@ request goes to the broker chosen (client libraries send them to the controller)
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -35,16 +36,16 @@ def grow_request(name: str, count: int, plan: dict[int, list[int]]) -> dict:
             "validate_only": False}
 
 
-def at_once(cluster, requests: dict[int, tuple[str, int, dict]]) -> dict[int, int]:
-    """Each broker's request sent at the same moment; node -> the error code it answered."""
+def at_once(cluster, requests: dict[int, tuple[str, int, dict]]) -> dict[int, dict]:
+    """Each broker's request sent at the same moment; node -> its answer for the topic."""
     ready = threading.Barrier(len(requests))
 
-    def send(node: int) -> int:
+    def send(node: int) -> dict:
         api, version, body = requests[node]
         with WireClient(cluster.brokers[node].port, timeout=60) as client:
             ready.wait()
             response = client.request(api, version, body)
-        return (response["topics"] if api == "CreateTopics" else response["results"])[0]["error_code"]
+        return (response["topics"] if api == "CreateTopics" else response["results"])[0]
 
     with ThreadPoolExecutor(len(requests)) as pool:
         return dict(zip(requests, pool.map(send, requests)))
@@ -65,9 +66,12 @@ def test_concurrent_creates_and_growths_of_one_topic_on_two_brokers_do_not_mix(s
     "contested" (and then their two growths) overlap step by step: exactly one wins, the other answers an
     error, and every partition has the winner's replicas -- none of the loser's, and no extra states."""
     slow = {"MOLDAU_FAULT_DELAY_TOPIC_WRITE_STEPS_MS": "300"}
-    cluster = start_cluster(3, env={1: slow, 2: slow})
+    # no auto-creation: a client asking for "contested" once it is deleted must not create it again meanwhile;
+    # a longer session: a broker busy creating or deleting hundreds of logs keeps its claims
+    cluster = start_cluster(3, env={1: slow, 2: slow}, etcd_session_timeout_ms=10000, auto_create_topics_enable=False)
     plans = {1: {p: [1, 2] for p in range(200)}, 2: {p: [2, 3] for p in range(150)}}
-    errors = at_once(cluster, {n: ("CreateTopics", 5, create_request("contested", plans[n])) for n in plans})
+    answers = at_once(cluster, {n: ("CreateTopics", 5, create_request("contested", plans[n])) for n in plans})
+    errors = {n: a["error_code"] for n, a in answers.items()}
     assert sorted(errors.values())[0] == 0 and sorted(errors.values())[1] in LOSER_CREATE, errors
     plan = plans[min(errors, key=errors.get)]
     cluster.wait_until(lambda: cluster.full_isr("contested", len(plan), 2), 60, "contested fully replicated")
@@ -76,13 +80,30 @@ def test_concurrent_creates_and_growths_of_one_topic_on_two_brokers_do_not_mix(s
 
     count = len(plan)
     grows = {1: {p: [3, 1] for p in range(count, count + 180)}, 2: {p: [1, 3] for p in range(count, count + 140)}}
-    errors = at_once(cluster, {n: ("CreatePartitions", 1, grow_request("contested", max(grows[n]) + 1, grows[n]))
-                               for n in grows})
+    answers = at_once(cluster, {n: ("CreatePartitions", 1, grow_request("contested", max(grows[n]) + 1, grows[n]))
+                                for n in grows})
+    errors = {n: a["error_code"] for n, a in answers.items()}
     assert sorted(errors.values())[0] == 0 and sorted(errors.values())[1] in LOSER_GROW, errors
     plan |= grows[min(errors, key=errors.get)]
     cluster.wait_until(lambda: cluster.full_isr("contested", len(plan), 2), 60, "contested grown and replicated")
     assert all(seen == plan for seen in replicas_everywhere(cluster, "contested"))
     assert states_in_etcd(cluster, "contested") == sorted(plan)
+    assert cluster.etcd_prefix(b"/creating/") == []
+
+    # a write that fails after its claim (its topic deleted meanwhile: 1,000 partitions take 9 steps of 300 ms)
+    # gives the claim back before it answers, so the name is free at once
+    admin = cluster.admin()
+    count = len(plan)
+    growth = {p: [1, 2] for p in range(count, count + 1000)}
+    with ThreadPoolExecutor(1) as pool:
+        growing = pool.submit(at_once, cluster, {1: ("CreatePartitions", 1, grow_request("contested", count + 1000,
+                                                                                         growth))})
+        time.sleep(0.5)
+        admin.delete_topics(["contested"])["contested"].result(30)
+        assert growing.result()[1]["error_code"] == 60, growing.result()  # REASSIGNMENT_IN_PROGRESS: it changed
+    assert cluster.etcd_prefix(b"/creating/") == [] and states_in_etcd(cluster, "contested") == []
+    cluster.wait_until(lambda: "contested" not in cluster.metadata().topics, 30, "contested deleted")
+    cluster.create_topic("contested", partitions=1, replication_factor=3)
 
 
 def test_a_creator_killed_between_steps_leaves_nothing_behind(start_cluster):
