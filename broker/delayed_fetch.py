@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from storage.log import Log
@@ -35,15 +36,16 @@ class _End:
 
 
 class DelayedFetch:
-    def __init__(self, logs: LogManager, wanted: dict[TopicPartition, FetchPartition], isolation: int,
-                 min_bytes: int, found: int):
+    def __init__(self, logs: LogManager, wanted: Mapping[TopicPartition, FetchPartition], topics: set,
+                 isolation: int, min_bytes: int, found: int):
         self.wanted = wanted
         self.isolation = isolation
         self.min_bytes = min_bytes
         self.accumulated = found  # bytes the last read found, plus appends since
-        # the topics watched, by name, with the key the request uses for each (a name, or a topic id)
+        # the topics watched (``topics``: of ``wanted``), by name, with the key the request uses for each
+        # (a name, or a topic id)
         self.topics: dict[str, str | uuid.UUID] = {}
-        for topic in {key.topic for key in wanted}:
+        for topic in topics:
             found_topic = logs.topic_by_id(topic) if isinstance(topic, uuid.UUID) else logs.topic(topic)
             if found_topic is not None:
                 self.topics[found_topic.name] = topic

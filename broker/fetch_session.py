@@ -10,6 +10,16 @@ naming a session closes it and starts anew. Who fetches (a consumer or,
 later, a replica) does not matter to the cache beyond the ``privileged`` flag
 Kafka gives followers.
 
+Kafka reads every partition of a session on every fetch. Here a client's
+session reads only the partitions that may have news: those the request
+names, those whose log told the session it changed (``Log.watchers``: an
+append, a moved high watermark or log start, a truncation, a new leadership
+state, the log deleted), and those whose last answer was not final (an error,
+records the client has not moved past yet). The others are answered by
+omission, as Kafka's would be, so an incremental fetch costs what its news
+costs, not the session's size. A follower's session still checks every
+partition: each fetch records the follower's position in all of them.
+
 The cache holds ``max.incremental.fetch.session.cache.slots`` sessions. A new
 one takes the slot of a session unused for two minutes, or else of the least
 valuable session older than two minutes (fewest partitions; clients' before
@@ -22,11 +32,15 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from storage.log_manager import LogManager
 
 from .errors import ErrorCode
+from storage.log import Log
+
 from .log_read import FOLLOWER, FetchPartition, PartitionData, TopicPartition, partition_log
 
 INVALID_SESSION_ID = 0
@@ -48,6 +62,7 @@ class CachedPartition:
     request: FetchPartition
     high_watermark: int = -1
     log_start_offset: int = -1
+    order: int = 0  # reads go in this order: a partition that returned records goes to the back
 
     def must_respond(self, data: PartitionData) -> bool:
         """Whether an incremental response lists this partition; remembers what it tells (Kafka's
@@ -66,6 +81,13 @@ class CachedPartition:
             respond = True
         return respond
 
+    def settled(self, data: PartitionData) -> bool:
+        """Nothing more to tell until the log changes: no error, no records, the client at the high
+        watermark it was told (a read_committed client held below it by an open transaction is read
+        again each time, as before)."""
+        return (not data.error and not data.records and data.diverging_epoch is None
+                and self.request.fetch_offset == data.high_watermark)
+
 
 class FetchSession:
     def __init__(self, session_id: int, privileged: bool, partitions: dict[TopicPartition, CachedPartition],
@@ -77,17 +99,68 @@ class FetchSession:
         self.creation_ms = now_ms
         self.last_used_ms = now_ms
         self.epoch = next_epoch(INITIAL_EPOCH)
+        self._order = 0
+        for cached in partitions.values():
+            cached.order = self._next_order()
+        # a client's session: the partitions to read at the next fetch, and the logs that tell it of changes
+        self.changed: set[TopicPartition] = set(partitions)
+        self._watched: dict[TopicPartition, Log] = {}
+        self._topics: set | None = None
+
+    def _next_order(self) -> int:
+        self._order += 1
+        return self._order
 
     def update(self, wanted: dict[TopicPartition, FetchPartition], forgotten: list[TopicPartition]) -> None:
         """An incremental request's changes: new partitions, new fetch positions, forgotten partitions."""
         for key, want in wanted.items():
             cached = self.partitions.get(key)
             if cached is None:
-                self.partitions[key] = CachedPartition(want)
+                self.partitions[key] = CachedPartition(want, order=self._next_order())
+                self._topics = None
             else:
                 cached.request = want
+            self.changed.add(key)
         for key in forgotten:
-            self.partitions.pop(key, None)
+            if self.partitions.pop(key, None) is not None:
+                self._topics = None
+                self.changed.discard(key)
+                self.watch(key, None)
+
+    def topics(self) -> set:
+        """The topics of the session's partitions (as its requests name them)."""
+        if self._topics is None:
+            self._topics = {key.topic for key in self.partitions}
+        return self._topics
+
+    def watch(self, key: TopicPartition, log_: Log | None) -> None:
+        """Be told when ``log_`` (the partition's log now, None if there is none) changes."""
+        old = self._watched.get(key)
+        if old is log_:
+            return
+        if old is not None:
+            old.watchers.pop(self, None)
+            del self._watched[key]
+        if log_ is not None and not self.privileged:
+            log_.watchers[self] = partial(self.changed.add, key)
+            self._watched[key] = log_
+
+    def close(self) -> None:
+        for log_ in self._watched.values():
+            log_.watchers.pop(self, None)
+        self._watched.clear()
+
+    def answered(self, key: TopicPartition, cached: CachedPartition, data: PartitionData) -> None:
+        """After a response: a partition that returned records goes to the back (the others get the next
+        response's max_bytes first); one that settled is read again only when its log changes."""
+        if data.records:
+            cached.order = self._next_order()
+            del self.partitions[key]
+            self.partitions[key] = cached
+        if cached.settled(data):
+            self.changed.discard(key)
+        else:
+            self.changed.add(key)
 
     def eviction_key(self) -> tuple[bool, int, int]:
         """Less is evicted first (Kafka's EvictableKey)."""
@@ -108,7 +181,10 @@ class FetchSessionCache:
         return self._sessions.get(session_id)
 
     def remove(self, session_id: int) -> FetchSession | None:
-        return self._sessions.pop(session_id, None)
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.close()
+        return session
 
     def touch(self, session: FetchSession, now_ms: int) -> None:
         session.last_used_ms = now_ms
@@ -147,14 +223,30 @@ class FetchSessionCache:
                 return session_id
 
 
+class SessionRequests(Mapping):
+    """A session's partitions as a fetch's requests, without copying them on every fetch."""
+
+    def __init__(self, partitions: dict[TopicPartition, CachedPartition]) -> None:
+        self._partitions = partitions
+
+    def __getitem__(self, key: TopicPartition) -> FetchPartition:
+        return self._partitions[key].request
+
+    def __iter__(self):
+        return iter(self._partitions)
+
+    def __len__(self) -> int:
+        return len(self._partitions)
+
+
 class FetchContext:
     """What one Fetch reads and how its response is shaped (Kafka's Full/Incremental/Sessionless/SessionError
     fetch contexts)."""
 
-    def __init__(self, partitions: dict[TopicPartition, FetchPartition], error: int = ErrorCode.NONE,
+    def __init__(self, partitions: Mapping[TopicPartition, FetchPartition], error: int = ErrorCode.NONE,
                  session: FetchSession | None = None, create_in: FetchSessionCache | None = None,
                  privileged: bool = False, uses_topic_ids: bool = False, named=()) -> None:
-        self.partitions = partitions  # the fetch's partitions, in order
+        self.partitions = partitions  # the fetch's partitions, in order (all of a session's)
         self.error = error
         self._session = session  # incremental
         self._named = named  # what an incremental request named
@@ -162,31 +254,50 @@ class FetchContext:
         self._privileged = privileged
         self._uses_topic_ids = uses_topic_ids
 
-    def to_read(self, logs: LogManager, isolation: int,
-                answered: dict[TopicPartition, PartitionData]) -> dict[TopicPartition, FetchPartition]:
-        """The partitions to read now. An incremental fetch leaves out those it need not list: not named by
-        the request, the client's position at the high watermark it was last told and at the end it may
+    @property
+    def topics(self) -> set:
+        """The topics of the fetch's partitions (as the request names them)."""
+        if self._session is not None:
+            return self._session.topics()
+        return {key.topic for key in self.partitions}
+
+    def candidates(self) -> Mapping[TopicPartition, FetchPartition]:
+        """The partitions that may need an answer: all but those of a client's session that settled and
+        whose logs have not changed since, in the session's order."""
+        session = self._session
+        if session is None or session.privileged:
+            return self.partitions
+        cached = session.partitions
+        keys = sorted(session.changed, key=lambda key: cached[key].order)
+        return {key: cached[key].request for key in keys}
+
+    def to_read(self, logs: LogManager, isolation: int, answered: dict[TopicPartition, PartitionData],
+                candidates: Mapping[TopicPartition, FetchPartition]) -> dict[TopicPartition, FetchPartition]:
+        """The ``candidates`` to read now. An incremental fetch leaves out those it need not list: not named
+        by the request, the client's position at the high watermark it was last told and at the end it may
         read to (a follower reads past the high watermark), that and the log start unchanged, and not
-        ``answered`` otherwise (an error, a diverging epoch). Kafka reads them all; in Python skipping
-        them is most of what a session saves."""
+        ``answered`` otherwise (an error, a diverging epoch). Kafka reads them all; in Python skipping them
+        is most of what a session saves."""
         session = self._session
         if session is None:
-            return self.partitions
+            return candidates
         named = self._named
         read = {}
-        for key, cached in session.partitions.items():
-            want = cached.request
+        for key, want in candidates.items():
+            cached = session.partitions[key]
+            log_ = partition_log(logs, key, want.topic_name)
+            session.watch(key, log_)
             if key not in named and key not in answered and want.fetch_offset == cached.high_watermark:
-                log_ = partition_log(logs, key, want.topic_name)
                 # a consumer's end (high watermark, or the last stable offset below it) is then reached
                 if (log_ is not None and log_.high_watermark == cached.high_watermark
                         and log_.log_start_offset == cached.log_start_offset
                         and (isolation != FOLLOWER or log_.log_end_offset <= want.fetch_offset)):
+                    session.changed.discard(key)
                     continue
             read[key] = want
         return read
 
-    def respond(self, found: dict[TopicPartition, PartitionData], now_ms: int) -> tuple[int, dict]:
+    def respond(self, found: dict[TopicPartition, PartitionData], now_ms: int, logs: LogManager) -> tuple[int, dict]:
         """(the response's session id, the partitions it lists)."""
         session = self._session
         if session is not None:
@@ -195,14 +306,18 @@ class FetchContext:
                 cached = session.partitions[key]
                 if cached.must_respond(data):
                     listed[key] = data
-                    if data.records:  # to the back: the others get the next response's max_bytes first
-                        del session.partitions[key]
-                        session.partitions[key] = cached
+                session.answered(key, cached, data)
             return session.id, listed
         if self._cache is not None:
             cached = {key: CachedPartition(self.partitions[key], data.high_watermark, data.log_start_offset)
                       for key, data in found.items()}
-            return self._cache.maybe_create(now_ms, self._privileged, cached, self._uses_topic_ids), found
+            session_id = self._cache.maybe_create(now_ms, self._privileged, cached, self._uses_topic_ids)
+            session = self._cache.get(session_id)
+            if session is not None and not session.privileged:
+                for key, data in found.items():
+                    session.watch(key, partition_log(logs, key, self.partitions[key].topic_name))
+                    session.answered(key, cached[key], data)
+            return session_id, found
         return INVALID_SESSION_ID, found
 
 
@@ -228,5 +343,4 @@ def new_context(cache: FetchSessionCache, session_id: int, epoch: int, wanted: d
         return FetchContext(wanted)
     cache.touch(session, now_ms)
     session.epoch = next_epoch(session.epoch)
-    return FetchContext({key: cached.request for key, cached in session.partitions.items()}, session=session,
-                        named=wanted)
+    return FetchContext(SessionRequests(session.partitions), session=session, named=wanted)

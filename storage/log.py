@@ -138,6 +138,9 @@ class Log:
         self._load_producer_state(now_ms, rebuild_txn_indexes=not self._load_txn_indexes())
         self.leader_epochs = LeaderEpochCache(directory)
         self._load_leader_epochs()
+        # told when what a reader sees may have changed (offsets, records, the log gone): fetch sessions
+        # read only the partitions of theirs that changed
+        self.watchers: dict[object, Callable[[], None]] = {}
 
     # --- opening -----------------------------------------------------------
 
@@ -290,6 +293,11 @@ class Log:
 
     def set_high_watermark(self, offset: int) -> None:
         self._high_watermark = offset
+        self.notify_watchers()
+
+    def notify_watchers(self) -> None:
+        for notify in self.watchers.values():
+            notify()
 
     @property
     def last_stable_offset(self) -> int:
@@ -405,6 +413,7 @@ class Log:
             else:
                 self.producer_state.add_batch(hdr, now_ms)
         self._flush_if_full(now_ms)
+        self.notify_watchers()
 
     def _write(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int, leader_epoch: int) -> list:
         """Assign offsets and the leader epoch, roll if due and write; returns (position, header as stored)."""
@@ -431,6 +440,7 @@ class Log:
         if self._should_roll(len(buf), next_offset - 1, incoming_timestamp, now_ms):
             self._roll(now_ms)
         self.active_segment.append(buf, stored)
+        self.notify_watchers()
         return stored
 
     def _flush_if_full(self, now_ms: int) -> None:
@@ -470,6 +480,7 @@ class Log:
         if self._high_watermark is not None:
             self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self._load_producer_state(_now_ms())
+        self.notify_watchers()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every record and begin empty at ``offset``: a follower whose log ends below the leader's
@@ -483,6 +494,7 @@ class Log:
         for old in self.producer_state.snapshot_offsets():
             (self.directory / snapshot_name(old)).unlink()
         self.leader_epochs.clear()
+        self.notify_watchers()
 
     # --- retention ---------------------------------------------------------
 
@@ -499,6 +511,7 @@ class Log:
             return False
         self._log_start_offset = offset
         self.producer_state.truncate_head(offset)
+        self.notify_watchers()
         return True
 
     def delete_old_segments(self, now_ms: int) -> list[Path]:
@@ -725,6 +738,7 @@ class Log:
         """Close the log and remove its directory (renamed first, so a crash leaves no half-deleted log)."""
         for segment in self._segments:
             segment.close()
+        self.notify_watchers()
         doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         self.directory.rename(doomed)
         fsync_dir(self.directory.parent)

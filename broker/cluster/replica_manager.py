@@ -185,6 +185,7 @@ class Partition:
         """A new state from the store: take up the role it gives this broker."""
         old = self.state
         self.state = state
+        self.log.notify_watchers()  # a fetch session's leadership answers (errors, epochs) may change
         self.proposed_isr = ()  # written (and now in ``state``) or lost to this newer state
         me = self.manager.node_id
         if state.leader == me and (old.leader != me or old.leader_epoch != state.leader_epoch):

@@ -19,6 +19,7 @@ of records, to truncate to (KIP-595's form of KIP-101/279).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
 from broker.broker import now_ms
 from broker.delayed_fetch import DelayedFetch
@@ -68,7 +69,7 @@ def diverging_epoch(log_, last_fetched_epoch: int, fetch_offset: int) -> dict | 
     return {"epoch": epoch, "end_offset": end}
 
 
-def leadership_answers(broker, partitions: dict[TopicPartition, FetchPartition],
+def leadership_answers(broker, partitions: Mapping[TopicPartition, FetchPartition],
                        replica_id: int) -> dict[TopicPartition, PartitionData]:
     """The answers of partitions not to read: not led here, a current_leader_epoch that is not the
     leader's, a follower whose log diverged. A follower's fetch of the others tells the leader its log end:
@@ -107,20 +108,21 @@ def handle(broker, request, header):
         requested_partitions(broker.logs, request, uses_topic_ids), forgotten_partitions(request, uses_topic_ids),
         uses_topic_ids, privileged=replica_id_of(request) >= 0, now_ms=now_ms())
     if context.error:
-        return _response(context, {})
+        return _response(broker, context, {})
     isolation = FOLLOWER if replica_id_of(request) >= 0 else request["isolation_level"]
     max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
-    answered = leadership_answers(broker, context.partitions, replica_id_of(request))
-    found, total = read_from_logs(broker.logs, context.to_read(broker.logs, isolation, answered), isolation,
-                                  max_bytes, answered)
+    candidates = context.candidates()
+    answered = leadership_answers(broker, candidates, replica_id_of(request))
+    found, total = read_from_logs(broker.logs, context.to_read(broker.logs, isolation, answered, candidates),
+                                  isolation, max_bytes, answered)
     if broker.authorizer.enabled:
         _deny_unreadable(broker, request, header, found)
     diverged = any(a.diverging_epoch is not None for a in answered.values())
     if total >= request["min_bytes"] or request["max_wait_ms"] <= 0 or diverged:
-        return _response(context, found)
-    delayed = DelayedFetch(broker.logs, context.partitions, isolation, request["min_bytes"], total)
+        return _response(broker, context, found)
+    delayed = DelayedFetch(broker.logs, context.partitions, context.topics, isolation, request["min_bytes"], total)
     if not delayed.topics:
-        return _response(context, found)
+        return _response(broker, context, found)
     return _complete_later(broker, context, delayed, max_bytes, request["max_wait_ms"], answered, request, header)
 
 
@@ -128,11 +130,14 @@ async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, 
                           answered: dict, request, header):
     await broker.fetch_purgatory.park(delayed, max_wait_ms / 1000)
     isolation = delayed.isolation
-    found, _ = read_from_logs(broker.logs, context.to_read(broker.logs, isolation, answered), isolation, max_bytes,
-                              answered)
+    candidates = context.candidates()
+    if replica_id_of(request) < 0:  # a client's session may have more to read now (a follower's reads them all)
+        answered = leadership_answers(broker, candidates, -1)
+    found, _ = read_from_logs(broker.logs, context.to_read(broker.logs, isolation, answered, candidates), isolation,
+                              max_bytes, answered)
     if broker.authorizer.enabled:
         _deny_unreadable(broker, request, header, found)
-    return _response(context, found)
+    return _response(broker, context, found)
 
 
 def _deny_unreadable(broker, request, header, found: dict[TopicPartition, PartitionData]) -> None:
@@ -148,8 +153,8 @@ def _deny_unreadable(broker, request, header, found: dict[TopicPartition, Partit
             found[key] = _TOPIC_DENIED
 
 
-def _response(context: FetchContext, found: dict[TopicPartition, PartitionData]) -> dict:
-    session_id, listed = context.respond(found, now_ms())
+def _response(broker, context: FetchContext, found: dict[TopicPartition, PartitionData]) -> dict:
+    session_id, listed = context.respond(found, now_ms(), broker.logs)
     responses = []
     last = partitions = None
     for key, data in listed.items():

@@ -76,7 +76,9 @@ def test_an_incremental_fetch_skips_only_partitions_with_nothing_to_read(tmp_pat
     for isolation, read in ((READ_COMMITTED, False), (0, False), (FOLLOWER, True)):
         cache = FetchSessionCache(10)
         found = {key: PartitionData(0, 2, 2, 0)}
-        session_id, _ = new_context(cache, 0, 0, {key: FetchPartition(2, 1024)}, [], False, False, 0).respond(found, 0)
-        context = new_context(cache, session_id, 1, {}, [], False, False, 0)
-        assert (key in context.to_read(logs, isolation, {})) is read, isolation
+        follower = isolation == FOLLOWER
+        full = new_context(cache, 0, 0, {key: FetchPartition(2, 1024)}, [], False, follower, 0)
+        session_id, _ = full.respond(found, 0, logs)
+        context = new_context(cache, session_id, 1, {}, [], False, follower, 0)
+        assert (key in context.to_read(logs, isolation, {}, context.candidates())) is read, isolation
     logs.close()

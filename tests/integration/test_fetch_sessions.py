@@ -36,16 +36,22 @@ class Fetcher:
     def __init__(self, client: wire.WireClient, version: int, topic_id: uuid.UUID) -> None:
         self.client, self.version, self.topic_id = client, version, topic_id
 
-    def fetch(self, session_id: int, epoch: int, offsets: dict[int, int], forgotten=(), topic_id=None) -> dict:
-        by_id = self.version >= 13
+    def fetch(self, session_id: int, epoch: int, offsets: dict[int, int], forgotten=(), topic_id=None,
+              isolation: int = 0) -> dict:
         topic = {"topic": TOPIC, "topic_id": topic_id or self.topic_id}
         return self.client.request("Fetch", self.version, {
-            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": isolation,
             "session_id": session_id, "session_epoch": epoch, "rack_id": "",
             "topics": [{**topic, "partitions": [
                 {"partition": p, "current_leader_epoch": -1, "fetch_offset": o, "last_fetched_epoch": -1,
                  "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p, o in offsets.items()]}] if offsets else [],
             "forgotten_topics_data": [{**topic, "partitions": list(forgotten)}] if forgotten else []})
+
+
+def offsets_listed(response: dict) -> dict[int, tuple[int, int, int]]:
+    """{partition: (high watermark, last stable offset, log start offset)} of a response."""
+    return {p["partition_index"]: (p["high_watermark"], p["last_stable_offset"], p["log_start_offset"])
+            for t in response["responses"] for p in t["partitions"]}
 
 
 def listed(response: dict) -> dict[int, tuple[int, int]]:
@@ -101,6 +107,41 @@ def test_incremental_fetches_list_only_partitions_with_news(broker, version):
         final = f.fetch(session, -1, {0: 1})
         assert final["session_id"] == 0 and list(listed(final)) == [0]
         assert f.fetch(session, 9, {})["error_code"] == FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_offsets_that_move_without_records_for_the_client_are_listed(broker):
+    """An incremental fetch reads only the session's partitions whose logs changed; a change the client gets
+    no records for is still listed (Kafka's maybeUpdateResponseData): DeleteRecords moves a log start
+    offset, and a read_committed client sees an open transaction move the high watermark but not the last
+    stable offset, then the commit move both."""
+    create_topic(broker.bootstrap, TOPIC, partitions=50)
+    with wire.WireClient(broker.port) as c:
+        for p in range(50):
+            produce_to(c, p, 2)
+        f = Fetcher(c, 13, topic_id(c))
+        session = f.fetch(0, 0, {p: 0 for p in range(50)}, isolation=1)["session_id"]
+        assert session and listed(f.fetch(session, 1, {p: 2 for p in range(50)}, isolation=1)) == {}
+        r = c.request("DeleteRecords", 2, {"topics": [{"name": TOPIC, "partitions": [
+            {"partition_index": 7, "offset": 1}]}], "timeout_ms": 5000})
+        assert r["topics"][0]["partitions"][0]["error_code"] == 0
+        assert offsets_listed(f.fetch(session, 2, {}, isolation=1)) == {7: (2, 2, 1)}
+        assert listed(f.fetch(session, 3, {}, isolation=1)) == {}
+
+        txn, errors = producer(broker.bootstrap, **{"transactional.id": "sessions-open"})
+        txn.init_transactions(30)
+        txn.begin_transaction()
+        txn.produce(TOPIC, value=b"pending", partition=33)
+        flush(txn)
+        news = f.fetch(session, 4, {}, isolation=1)
+        assert offsets_listed(news) == {33: (3, 2, 0)} and listed(news)[33][1] == 0, "no records past the LSO"
+        txn.commit_transaction(30)
+        epoch, deadline = 5, time.monotonic() + 30
+        while not listed(news := f.fetch(session, epoch, {}, isolation=1)) and time.monotonic() < deadline:
+            epoch += 1  # the commit marker is written after EndTxn is answered
+            time.sleep(0.05)
+        assert offsets_listed(news) == {33: (4, 4, 0)} and listed(news)[33][1] > 0
+        assert listed(f.fetch(session, epoch + 1, {33: 4}, isolation=1)) == {}
+        assert not errors
 
 
 def test_a_full_fetch_replaces_the_session_it_names_and_topic_ids_are_checked(broker):
@@ -171,15 +212,16 @@ def fetch_requests_through(relay: CaptureRelay) -> list[tuple[int, dict]]:
     return found
 
 
-@pytest.mark.timeout(180)
-def test_java_consumer_follows_many_partitions_in_one_session(start_broker, tmp_path):
+def follow_with_java(start_broker, tmp_path, partitions: int, rounds: list[list[int]]) -> list[dict]:
+    """A Java consumer of every partition from the beginning while ``rounds`` of records go to the partitions
+    each names, two seconds apart once it fetches; asserts it got each record once, in order. The Fetch requests it sent."""
     _, relay, bootstrap = broker_behind_relay(start_broker)
-    create_topic(bootstrap, TOPIC, partitions=20)
+    create_topic(bootstrap, TOPIC, partitions=partitions)
     p, _ = producer(bootstrap)
-    sent = {part: [] for part in range(20)}
+    sent = {part: [] for part in range(partitions)}
 
     def produce_round(r: int) -> None:
-        for part in range(20):
+        for part in rounds[r]:
             value = f"{r}-{part}".encode()
             p.produce(TOPIC, value=value, partition=part)
             sent[part].append(value)
@@ -188,22 +230,41 @@ def test_java_consumer_follows_many_partitions_in_one_session(start_broker, tmp_
     produce_round(0)
     java = JavaClients.build(tmp_path)
     result: dict = {}
-    follower = threading.Thread(target=lambda: result.update(lines=java.run(bootstrap, "follow", TOPIC, 20, 80)))
+    total = sum(map(len, rounds))
+    follower = threading.Thread(target=lambda: result.update(lines=java.run(bootstrap, "follow", TOPIC, partitions,
+                                                                              total)))
     follower.start()
-    for r in (1, 2, 3):
+    deadline = time.monotonic() + 60  # the JVM's start: the rounds must come while the consumer fetches
+    while not fetch_requests_through(relay) and follower.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for r in range(1, len(rounds)):
         time.sleep(2)
         produce_round(r)
     follower.join(150)
     relay.close()
     assert "lines" in result, "the Java consumer did not finish"
-    got = {part: [] for part in range(20)}
+    got = {part: [] for part in range(partitions)}
     for line in every(result["lines"], "record"):
         got[line["partition"]].append(bytes.fromhex(line["value"]))
     assert got == sent
-    fetches = fetch_requests_through(relay)
-    incremental = [r for _, r in fetches if r["session_id"] and r["session_epoch"] > 0]
+    return [r for _, r in fetch_requests_through(relay)]
+
+
+@pytest.mark.timeout(180)
+def test_java_consumer_follows_many_partitions_in_one_session(start_broker, tmp_path):
+    fetches = follow_with_java(start_broker, tmp_path, 20, [list(range(20))] * 4)
+    incremental = [r for r in fetches if r["session_id"] and r["session_epoch"] > 0]
     assert incremental, f"the Java consumer never sent an incremental fetch ({len(fetches)} fetches)"
     assert any(sum(len(t["partitions"]) for t in r["topics"]) < 20 for r in incremental)
+
+
+@pytest.mark.timeout(180)
+def test_java_consumer_of_many_partitions_while_few_change(start_broker, tmp_path):
+    """Incremental fetches read only the partitions whose logs changed: records that arrive in a few of 300
+    partitions of a settled session each reach the Java consumer once."""
+    fetches = follow_with_java(start_broker, tmp_path, 300,
+                               [list(range(300)), [5], [17, 290], [5, 100, 299], [42], [299, 0]])
+    assert any(r["session_id"] and r["session_epoch"] > 1 for r in fetches)
 
 
 def test_librdkafka_fetches_sessionless(start_broker):
