@@ -133,6 +133,12 @@ class JavaClients:
         jars = classpath(KAFKA_CLIENTS_4_JAR)
         return cls(compile_classes(jars, source), jars, log_dir, source.stem, KAFKA_CLIENTS_4_VERSION)
 
+    def command(self, bootstrap: str, scenario: str, *args: object, level: str = "WARN", extra=()) -> list[str]:
+        """The command line that runs one scenario."""
+        return ["java", *JVM_FLAGS, f"-Dorg.apache.logging.log4j.level={level}", *extra,
+                "-cp", os.pathsep.join(map(str, [self.classes, *self.jars])),
+                self.main_class, bootstrap, scenario, *map(str, args)]
+
     def run(self, bootstrap: str, scenario: str, *args: object, timeout: float = 120,
             client_config: dict[str, str] | None = None) -> list[dict]:
         """Run one scenario to completion; its JSON lines, which end with {"op": "done"}.
@@ -146,9 +152,7 @@ class JavaClients:
             config_path = self.log_dir / f"java-{self.runs:02d}-client.properties"
             config_path.write_text(_properties(client_config))
             extra = [f"-Dmoldau.client.config={config_path}"]
-        cmd = ["java", *JVM_FLAGS, f"-Dorg.apache.logging.log4j.level={level}", *extra,
-               "-cp", os.pathsep.join(map(str, [self.classes, *self.jars])),
-               self.main_class, bootstrap, scenario, *map(str, args)]
+        cmd = self.command(bootstrap, scenario, *args, level=level, extra=extra)
         with open(stderr_path, "w") as err:
             try:
                 done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, timeout=timeout,

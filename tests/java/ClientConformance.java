@@ -78,6 +78,8 @@ import static org.apache.kafka.common.IsolationLevel.READ_UNCOMMITTED;
  *                                           waits for file GO before its commit; then read_committed reads all
  *   group TOPIC GROUP P=OFFSET[,P=OFFSET]   subscribe, poll, commitSync; a second member resumes there
  *   follow TOPIC PARTITIONS COUNT           assign partitions 0..PARTITIONS-1, poll until COUNT records came
+ *   followCount TOPIC PARTITIONS FIRST COUNT   the same, printing no records: "caughtUp" after FIRST records,
+ *                                           then the records, duplicates and gaps in offsets once COUNT came
  * </pre>
  *
  * Results are JSON lines on stdout, one object per observation, each with an "op" field; bytes are
@@ -116,6 +118,8 @@ public final class ClientConformance {
                 case "quotas" -> quotas(bootstrap, a[0]);
                 case "deleteRecords" -> deleteRecords(bootstrap, partition(a[0], a[1]), Long.parseLong(a[2]));
                 case "follow" -> follow(bootstrap, a[0], Integer.parseInt(a[1]), Integer.parseInt(a[2]));
+                case "followCount" -> followCount(bootstrap, a[0], Integer.parseInt(a[1]), Integer.parseInt(a[2]),
+                        Integer.parseInt(a[3]));
                 default -> throw new IllegalArgumentException("unknown scenario " + scenario);
             }
             emit("done");
@@ -405,6 +409,45 @@ public final class ClientConformance {
                 }
             }
         }
+    }
+
+    /** A consumer with default fetch settings, as a benchmark drives it (bench/java_follow.py). */
+    static void followCount(String bootstrap, String topic, int partitions, int first, int count) throws Exception {
+        Properties props = consumerProps(bootstrap);
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int p = 0; p < partitions; p++) {
+            tps.add(new TopicPartition(topic, p));
+        }
+        long[] next = new long[partitions];
+        long seen = 0, duplicates = 0, gaps = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            long deadline = System.currentTimeMillis() + 10 * DEADLINE_MS;
+            boolean caughtUp = false;
+            while (seen < count) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw new TimeoutException(seen + " of " + count + " records came");
+                }
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(POLL)) {
+                    int p = r.partition();
+                    if (r.offset() < next[p]) {
+                        duplicates++;
+                    } else {
+                        gaps += r.offset() - next[p];
+                        next[p] = r.offset() + 1;
+                    }
+                    seen++;
+                }
+                if (!caughtUp && seen >= first) {
+                    caughtUp = true;
+                    emit("caughtUp", "records", seen);
+                    out.flush();
+                }
+            }
+        }
+        emit("counted", "records", seen, "duplicates", duplicates, "gaps", gaps);
     }
 
     /** Poll until every partition's position reaches its end offset; the records seen on the way. */
