@@ -12,7 +12,7 @@ from pathlib import Path
 from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
-from . import descriptors, transactions_command
+from . import descriptors, shutdown, transactions_command
 from .config import BrokerConfig, ConfigError, describe_settings
 from .log_levels import apply_log_levels, log_levels_problem
 
@@ -72,12 +72,19 @@ def _serve(args) -> int:
     async def run():
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def stopping(sig: signal.Signals) -> None:
+            if not stop.is_set():
+                log.info("%s: shutting down", sig.name)
+                shutdown.arm_watchdog()
+            stop.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, stopping, sig)
         await serve(broker, stop, bound, metrics_socket)
 
     try:
-        uvloop.run(run())
+        shutdown.run(run(), uvloop.new_event_loop)
     except ConnectionError as exc:  # etcd unreachable at start
         print(f"moldau: {exc}", file=sys.stderr)
         return 1

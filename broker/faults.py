@@ -42,10 +42,16 @@ MOLDAU_FAULT_KILL_AFTER_TOPIC_WRITE_STEPS=N (N >= 1): right after the Nth
 transaction of partition states of a topic creation or growth, the broker sends
 itself SIGKILL -- a creator dead with some partition states in etcd and no topic
 key. No later create of the name may trip over them.
+
+MOLDAU_FAULT_IGNORE_CANCELLATION=1: the broker runs a task that goes on when
+cancelled (as a library call may, or a loop whose asyncio.wait_for lost the
+cancellation). A SIGTERM must still end the process within the shutdown's
+bounds, the task named in the log and the logs flushed and closed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -61,6 +67,7 @@ DELAY_ISR_EXPANSION_ENV = "MOLDAU_FAULT_DELAY_ISR_EXPANSION_MS"
 DELAY_REPLICATION_WAIT_ENV = "MOLDAU_FAULT_DELAY_REPLICATION_WAIT_MS"
 DELAY_TOPIC_WRITE_ENV = "MOLDAU_FAULT_DELAY_TOPIC_WRITE_STEPS_MS"
 KILL_AFTER_TOPIC_WRITE_ENV = "MOLDAU_FAULT_KILL_AFTER_TOPIC_WRITE_STEPS"
+IGNORE_CANCELLATION_ENV = "MOLDAU_FAULT_IGNORE_CANCELLATION"
 
 log = logging.getLogger("moldau.faults")
 
@@ -182,3 +189,18 @@ def replication_wait_delay_s() -> float:
 def topic_write_delay_s() -> float:
     """How long each etcd transaction of a topic creation or growth waits; 0 by default."""
     return _env_count(DELAY_TOPIC_WRITE_ENV, 1) / 1000
+
+
+def start_cancellation_ignorer() -> None:
+    """Starts the task that ignores cancellation if the environment asks for it."""
+    if _env_count(IGNORE_CANCELLATION_ENV, 1):
+        log.warning("fault injection (%s): a task that ignores cancellation runs", IGNORE_CANCELLATION_ENV)
+        asyncio.ensure_future(_ignore_cancellation())
+
+
+async def _ignore_cancellation() -> None:
+    while True:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            log.warning("fault injection (%s): cancelled, going on", IGNORE_CANCELLATION_ENV)

@@ -420,6 +420,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         log.warning("fault injection: killing the broker after transaction marker %d", broker.kill_after_marker.after)
     if broker.fail_marker.count:
         log.warning("fault injection: the first %d transaction markers fail", broker.fail_marker.count)
+    faults.start_cancellation_ignorer()
     tasks = []
     if metrics_socket is not None:
         broker.metrics = BrokerMetrics(broker, connections)

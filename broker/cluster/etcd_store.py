@@ -34,6 +34,7 @@ from broker import faults
 from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
 from broker.listeners import advertised_endpoints, inter_broker_endpoint
 from broker.producer_ids import BLOCK_SIZE
+from broker.shutdown import within
 from storage.catalog import TopicMetadata
 from storage.errors import TopicExists, UnknownTopic
 from storage.files import decode_uuid, encode_uuid, random_uuid
@@ -183,7 +184,7 @@ class EtcdMetadataStore(MetadataStore):
         is revoked, so the controller acts now instead of after the session timeout."""
         if controlled and self.client is not None:
             try:
-                await asyncio.wait_for(self.controller.hand_over_leadership(self.broker.node_id), 10)
+                await within(10, self.controller.hand_over_leadership(self.broker.node_id), "the hand-over")
             except Exception as exc:
                 log.warning("controlled shutdown could not move every leadership away: %s", exc)
         for task in self._tasks:
@@ -192,8 +193,8 @@ class EtcdMetadataStore(MetadataStore):
         if self.client is not None:
             try:
                 if self.lease is not None:
-                    await asyncio.wait_for(self.lease.revoke(), 5)
-                await asyncio.wait_for(self.client.close(), 5)
+                    await within(5, self.lease.revoke(), "revoking the session's lease")
+                await within(5, self.client.close(), "closing the etcd client")
             except Exception as exc:  # etcd away: the session expires by itself
                 log.warning("closing the etcd session: %s", exc)
 

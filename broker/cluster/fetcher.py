@@ -35,8 +35,11 @@ class ReplicaFetcherManager:
         self.broker = broker
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.leader_of: dict[tuple[str, int], int] = {}
+        self.closed = False
 
     def add(self, key: tuple[str, int], partition, leader: int) -> None:
+        if self.closed:  # shutting down: a leadership handed over now must not start a fetcher nothing stops
+            return
         old = self.leader_of.get(key)
         if old is not None and old != leader:
             self.fetchers[old].partitions.pop(key, None)
@@ -53,6 +56,7 @@ class ReplicaFetcherManager:
             self.fetchers[leader].partitions.pop(key, None)
 
     def shutdown(self) -> None:
+        self.closed = True
         for fetcher in self.fetchers.values():
             fetcher.stop()
 
@@ -65,9 +69,13 @@ class ReplicaFetcher:
         self.wake = asyncio.Event()
         self.session = FetchSessionHandler()
         self.connection = BrokerConnection(f"moldau-replica-fetcher-{broker.node_id}", broker.store.client_security)
+        self.stopped = False
         self.task = asyncio.ensure_future(self._run())
 
     def stop(self) -> None:
+        # the flag too: a cancellation can be lost (one arriving as an awaited call completes), and a fetcher
+        # that goes on fetching from a live leader would keep the shutdown waiting for its task
+        self.stopped = True
         self.task.cancel()
         self.connection.close()
 
@@ -75,7 +83,7 @@ class ReplicaFetcher:
         config = self.broker.config
         wait_ms = config["replica.fetch.wait.max.ms"]
         failing = False
-        while True:
+        while not self.stopped:
             if not self.partitions:
                 self.wake.clear()
                 await self.wake.wait()

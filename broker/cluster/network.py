@@ -26,7 +26,9 @@ class BrokerConnection:
         """Send one request and return the decoded response; raises OSError or TimeoutError (and closes)."""
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._roundtrip(address, api, version, body), timeout_s)
+                # in this task, unlike wait_for: a cancellation that comes as the response does is not lost
+                async with asyncio.timeout(timeout_s):
+                    return await self._roundtrip(address, api, version, body)
             except BaseException:
                 self.close()
                 raise
