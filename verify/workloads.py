@@ -148,12 +148,12 @@ def idempotent_producer(args: argparse.Namespace, journal: Journal, stop: Stop) 
 class _Commits:
     """A group member's asynchronous offset commits, one under way at a time.
 
-    A synchronous commit can block for a long time while the coordinator is killed, paused or moving
-    (librdkafka waits out socket.timeout.ms for a paused broker, and defers a commit while it looks for
-    the next coordinator): the member kept heartbeating but processed nothing, and its partitions went
-    unconsumed. Asynchronous, the member goes on processing while a commit is under way. One at a time,
-    so a commit answered after a later one cannot move the group's offsets back; a commit unanswered
-    for CALL_TIMEOUT seconds is given up and the positions sent again."""
+    A commit is answered once it is replicated (acks=all on __consumer_offsets): seconds while followers
+    lag behind brokers that are killed or paused, more while librdkafka looks for the next coordinator.
+    Committing synchronously, the member processed nothing meanwhile (it went on heartbeating) and the
+    group fell behind. Asynchronous, the member goes on processing while a commit is under way. One at a
+    time, so a commit answered after a later one cannot move the group's offsets back; a commit
+    unanswered for CALL_TIMEOUT seconds is given up and the positions sent again."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -186,16 +186,17 @@ class _Commits:
                 print(f"{self.name}: commit not sent: {exc}", file=sys.stderr)
         return bool(moved)
 
-    def finish(self, consumer: Consumer) -> None:
-        """Commit what was processed before leaving, for at most CALL_TIMEOUT seconds: the partitions are
-        paused so that serving the commit's answer fetches nothing more."""
+    def finish(self, consumer: Consumer, process: Callable[[list], None]) -> None:
+        """Commit what was processed before leaving, for at most CALL_TIMEOUT seconds. The partitions are
+        paused so that serving the commit's answer fetches nothing more (anything already fetched is
+        processed, as its position may be committed)."""
         consumer.pause(consumer.assignment())
         deadline = time.monotonic() + CALL_TIMEOUT
         while self.send(consumer) or self.pending():
             if time.monotonic() > deadline:
                 print(f"{self.name}: last commit unanswered after {CALL_TIMEOUT} s", file=sys.stderr)
                 return
-            consumer.consume(num_messages=1, timeout=0.1)  # serves the commit callback
+            process(consumer.consume(num_messages=1, timeout=0.1))  # serves the commit callback
 
 
 def group_consumer(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
@@ -209,14 +210,18 @@ def group_consumer(args: argparse.Namespace, journal: Journal, stop: Stop) -> in
     journal.write("topic", topic=args.topic)
     journal.write("group", group=args.group)
     consumer.subscribe([args.topic])
+
+    def process(messages: list) -> None:
+        for message in messages:
+            if message.error() is None:
+                journal.write("processed", group=args.group, topic=message.topic(),
+                              partition=message.partition(), offset=message.offset())
+
     try:
         while not stop.requested:
-            for message in consumer.consume(num_messages=500, timeout=0.2):
-                if message.error() is None:
-                    journal.write("processed", group=args.group, topic=message.topic(),
-                                  partition=message.partition(), offset=message.offset())
+            process(consumer.consume(num_messages=500, timeout=0.2))
             commits.send(consumer)
-        commits.finish(consumer)
+        commits.finish(consumer, process)
     finally:
         consumer.close()
     return 0
