@@ -42,8 +42,14 @@ test-deps: install $(VENV)/.java-clients $(KAFKA_CLIENTS_4)
 	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 \
 		|| echo "kcat could not be installed; its test will be skipped"
 
+# pytest-xdist workers: the tests mostly wait (for brokers, clients, timeouts), so more workers than
+# cores pay; TEST_WORKERS=0 runs everything in one process. tests/conftest.py says what runs first
+# and which tests never run side by side.
+# Bytecode is cached (__pycache__) even where PYTHONDONTWRITEBYTECODE is set: the tests start a
+# thousand and more broker processes, and compiling the broker's source in each took 40% of their CPU time.
+TEST_WORKERS ?= 4
 test: test-deps
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # the long fault runs (tests/reliability: 25 kill -9 cycles, 5 minutes of wire fuzzing, ...); `make test`
 # runs short versions of the same tests. Figures land in results/reliability/summary.{json,txt}.

@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,10 +52,30 @@ DEFAULT_INTEGRATION_TIMEOUT = 180  # seconds, for tests without their own timeou
 _LIVE: set["BrokerProcess"] = set()
 
 
+# Ports for the brokers and etcds the tests start: below Linux's ephemeral range (32768-60999), so no
+# client's outgoing socket holds one, and split between pytest-xdist workers, so two workers never
+# hand out the same port. Each worker walks its slice from a random start: a port a test let go
+# (a broker killed, to restart on the same port later) comes round again only thousands of ports later.
+PORTS = range(10000, 32000)
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+_SLICE = PORTS[_WORKER * len(PORTS) // _WORKERS:(_WORKER + 1) * len(PORTS) // _WORKERS]
+_next_port = random.randrange(len(_SLICE))
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port of this worker's slice that nothing listens on now."""
+    global _next_port
+    for _ in range(len(_SLICE)):
+        port = _SLICE[_next_port % len(_SLICE)]
+        _next_port += 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # another run's broker, or any other program, holds it
+            return port
+    raise RuntimeError(f"no free port in {_SLICE}")
 
 
 def port_accepts(port: int, timeout: float = 0.5) -> bool:
@@ -322,14 +345,115 @@ def pytest_configure(config):
     # kafka-python's schema loader uses deprecated importlib.resources calls
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:kafka.protocol.schemas.load_json")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
+        # pytest-xdist's controller: a directory its workers share, where each ALONE test (below)
+        # leaves a file when done
+        os.environ["MOLDAU_TEST_RUN_DIR"] = tempfile.mkdtemp(prefix="moldau-tests-")
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput") and "MOLDAU_TEST_RUN_DIR" in os.environ:
+        shutil.rmtree(os.environ.pop("MOLDAU_TEST_RUN_DIR"), ignore_errors=True)
+
+
+# --- running in pytest-xdist workers (`make test`) -----------------------------------------------
+# Tests whose bounds the rest of the suite would spoil: a bystander's round trips while its broker
+# decodes a million topic names. They run first, in one worker, while the other workers wait.
+ALONE = ("tests/reliability/test_request_sizes.py",)
+# The heaviest tests (Spark, clusters under faults, abusive clients), longest first, dealt into two
+# groups that one worker each runs in turn: no more than two of them share the machine at once.
+HEAVY = (
+    "tests/pipeline/test_pipeline_e2e.py",
+    "tests/cluster/test_cluster_replicas.py::test_a_write_from_a_past_leadership",
+    "tests/reliability/test_cluster_partitions.py",
+    "tests/reliability/test_abusive_requests.py",
+    "tests/reliability/test_etcd_faults.py",
+    "tests/reliability/test_broker_pause.py",
+    "tests/reliability/test_app_crash_loop.py",
+    "tests/reliability/test_cluster_faults.py",
+    "tests/reliability/test_damaged_files.py",
+    "tests/cluster/test_coordinator_failover.py",
+)
+# The next longest (15-40 s each), started right after: started last, one of them would keep a worker
+# busy long after the others ran out of tests.
+LONG = (
+    "tests/security/test_sasl.py",
+    "tests/reliability/test_wire_fuzz.py",
+    "tests/integration/test_topic_configs.py",
+    "tests/reliability/test_txn_model.py",
+    "tests/integration/test_compaction.py",
+    "tests/cluster/test_cluster_metadata.py",
+    "tests/integration/test_idempotence.py",
+    "tests/cluster/test_cluster_fetch_sessions.py",
+    "tests/integration/test_java_clients.py",
+    "tests/reliability/test_request_queue.py",
+    "tests/reliability/test_kill_loop.py",
+    "tests/bench/test_bench_smoke.py",
+)
+FIRST = (*ALONE, *HEAVY, *LONG)
+
+
+def _rank(nodeid: str, prefixes: tuple[str, ...]) -> int | None:
+    return next((rank for rank, prefix in enumerate(prefixes) if nodeid.startswith(prefix)), None)
+
+
+def _group(nodeid: str) -> str | None:
+    """The tests one worker runs in turn (ALONE, each half of HEAVY); None: any worker, any time."""
+    if _rank(nodeid, ALONE) is not None:
+        return "alone"
+    heavy = _rank(nodeid, HEAVY)
+    return None if heavy is None else f"heavy-{heavy % 2}"
 
 
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: _rank(item.nodeid, (*FIRST, "")))  # stable: the others keep their order
     for item in items:
         if "integration" in item.path.parts:
             item.add_marker(pytest.mark.integration)
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(DEFAULT_INTEGRATION_TIMEOUT))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's controller: each test is a unit of work on its own, except that a group is one
+    unit; units go out in collection order, one at a time as workers finish theirs."""
+    if config.getvalue("dist") != "load":  # (the default of -n; another --dist is obeyed as given)
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid) or nodeid
+
+    config.option.loadscopereorder = False  # (it would put the groups first, the longest tests after them)
+    return Scheduling(config, log)
+
+
+_ALONE_KEY = pytest.StashKey[list]()
+
+
+def pytest_collection_finish(session):
+    # every worker collects the same tests: each knows the ALONE ones by their place in this list
+    session.config.stash[_ALONE_KEY] = [item for item in session.items if _rank(item.nodeid, ALONE) is not None]
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout: the wait is not the test's time
+def pytest_runtest_protocol(item, nextitem):
+    alone = item.config.stash.get(_ALONE_KEY, [])
+    run_dir = os.environ.get("MOLDAU_TEST_RUN_DIR")
+    if not (hasattr(item.config, "workerinput") and run_dir and alone):
+        return (yield)
+    done = [Path(run_dir) / f"alone-{i}.done" for i in range(len(alone))]
+    if item not in alone:
+        deadline = time.monotonic() + 1800  # a worker that died with its ALONE test holds nobody up forever
+        while not all(path.exists() for path in done) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    try:
+        return (yield)
+    finally:
+        if item in alone:
+            done[alone.index(item)].touch()
 
 
 _REPORT_KEY = pytest.StashKey[dict]()

@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -38,11 +39,12 @@ def free_port() -> int:
 class EtcdMember:
     """One etcd process; restartable (after a kill -9 too) on the same ports and data dir."""
 
-    def __init__(self, name: str, data_dir: Path, client_port: int | None = None) -> None:
+    def __init__(self, name: str, data_dir: Path, client_port: int | None = None,
+                 ports: Callable[[], int] = free_port) -> None:
         self.name = name
         self.data_dir = Path(data_dir)
-        self.client_port = client_port or free_port()
-        self.peer_port = free_port()
+        self.client_port = client_port or ports()
+        self.peer_port = ports()
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
 
@@ -96,14 +98,17 @@ class EtcdMember:
 
 
 class LocalEtcd:
-    """``members`` etcd processes forming one cluster (1 by default; 3 to survive the loss of one)."""
+    """``members`` etcd processes forming one cluster (1 by default; 3 to survive the loss of one).
+    ``ports`` hands out their ports (the tests' own, which keeps parallel test runs apart)."""
 
-    def __init__(self, data_dir: Path, client_port: int | None = None, members: int = 1) -> None:
+    def __init__(self, data_dir: Path, client_port: int | None = None, members: int = 1,
+                 ports: Callable[[], int] = free_port) -> None:
         data_dir = Path(data_dir)
         if members == 1:
-            self.members = [EtcdMember("moldau-etcd", data_dir, client_port)]
+            self.members = [EtcdMember("moldau-etcd", data_dir, client_port, ports)]
         else:
-            self.members = [EtcdMember(f"moldau-etcd-{i}", data_dir / f"member-{i}") for i in range(members)]
+            self.members = [EtcdMember(f"moldau-etcd-{i}", data_dir / f"member-{i}", ports=ports)
+                            for i in range(members)]
         self.log_path = self.members[0].log_path
         self.initial_cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
 

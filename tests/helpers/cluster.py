@@ -24,8 +24,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.cluster.etcd_store import grpc_target, parse_connect
-from broker.cluster.local_etcd import LocalEtcd, free_port
-from conftest import BrokerProcess
+from broker.cluster.local_etcd import LocalEtcd
+from conftest import BrokerProcess, free_port
 from helpers.fault_proxy import FaultProxy
 
 CLUSTER_DEFAULTS = {
@@ -41,7 +41,7 @@ class Cluster:
     def __init__(self, workdir: Path, size: int = 3, overrides: dict | None = None, proxied: bool = False,
                  etcd_members: int = 1, env: dict[int, dict[str, str]] | None = None, metrics: bool = False) -> None:
         self.workdir = Path(workdir)
-        self.etcd = LocalEtcd(self.workdir / "etcd", members=etcd_members)
+        self.etcd = LocalEtcd(self.workdir / "etcd", members=etcd_members, ports=free_port)
         self.brokers: dict[int, BrokerProcess] = {}
         self.replication_proxies: dict[int, FaultProxy] = {}  # node -> the proxy in front of its INTERNAL listener
         self.etcd_proxies: dict[int, list[FaultProxy]] = {}  # node -> its proxies to the etcd members

@@ -8,6 +8,7 @@ environment variable, e.g. MOLDAU_CHAOS_CYCLES=50.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -243,12 +244,14 @@ def record_result(name: str, **result) -> None:
     from every test's latest figures."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     entry = {"profile": "chaos" if CHAOS else "ci", "finished": time.strftime("%Y-%m-%d %H:%M:%S"), **result}
-    (RESULTS_DIR / f"{name}.json").write_text(json.dumps(entry, indent=2) + "\n")
-    entries = {path.stem: json.loads(path.read_text()) for path in sorted(RESULTS_DIR.glob("*.json"))
-               if path.name != "summary.json"}
-    (RESULTS_DIR / "summary.json").write_text(json.dumps(entries, indent=2) + "\n")
-    lines = []
-    for test, figures in entries.items():
-        lines.append(f"{test} ({figures['profile']}, {figures['finished']}):")
-        lines += [f"  {key}: {value}" for key, value in figures.items() if key not in ("profile", "finished")]
-    (RESULTS_DIR / "summary.txt").write_text("\n".join(lines) + "\n")
+    with open(RESULTS_DIR / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # tests in other pytest-xdist workers record theirs too
+        (RESULTS_DIR / f"{name}.json").write_text(json.dumps(entry, indent=2) + "\n")
+        entries = {path.stem: json.loads(path.read_text()) for path in sorted(RESULTS_DIR.glob("*.json"))
+                   if path.name != "summary.json"}
+        (RESULTS_DIR / "summary.json").write_text(json.dumps(entries, indent=2) + "\n")
+        lines = []
+        for test, figures in entries.items():
+            lines.append(f"{test} ({figures['profile']}, {figures['finished']}):")
+            lines += [f"  {key}: {value}" for key, value in figures.items() if key not in ("profile", "finished")]
+        (RESULTS_DIR / "summary.txt").write_text("\n".join(lines) + "\n")

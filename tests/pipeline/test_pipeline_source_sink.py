@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaException, Producer
 
+from helpers.groups import wait_until
 from helpers.kafka import COMMON, create_topic, make_messages, produce_all
 from helpers.pipeline import read_topic
 from pipeline.sink import TransactionalBatchWriter
@@ -108,7 +109,10 @@ def test_reader_skips_aborted_records_and_never_plans_into_an_open_transaction(b
     assert values(first_batch) == want
 
     other.commit_transaction(30)
-    later = r.latestOffset()
+    # EndTxn is answered once the commit is in __transaction_state (as Kafka's); the markers that move
+    # the last stable offset follow
+    later = wait_until(lambda: all(o > 12 for o in r.latestOffset()[topic].values()) and r.latestOffset(), 30,
+                       "the last stable offset of both partitions to pass the committed transaction")
     assert later == {topic: {"0": 18, "1": 18}}  # 2 + 2 records and 2 markers more each, after offset 12
     second_batch = read(r, r.partitions(end, later))
     assert values(second_batch) == [b"open-0", b"open-2", b"after-open-0", b"after-open-2",
