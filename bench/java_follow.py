@@ -34,11 +34,13 @@ import psutil
 from confluent_kafka import Producer
 
 from bench.compaction import Broker, _create
+from bench.workloads import send
 from tests.helpers.java_clients import JavaClients
 
 TOPIC = "follow"
 PARTITIONS = 2000
 RATE = 10  # records a second per partition
+SETTLE_S = 5  # after the first records: the new partitions' first writes are not the producer's cost
 COLUMNS = {"producer alone": None, "Java consumer, sessions": 1000, "Java consumer, sessionless": 0}
 
 
@@ -63,7 +65,7 @@ def _produce_paced(bootstrap: str, seconds: float) -> int:
     started = time.monotonic()
     for tick in range(int(seconds * 100)):
         for _ in range(per_tick):
-            p.produce(TOPIC, value=value, partition=sent % PARTITIONS)
+            send(p, TOPIC, value, sent % PARTITIONS)
             sent += 1
         p.poll(0)
         time.sleep(max(0.0, started + (tick + 1) / 100 - time.monotonic()))
@@ -82,6 +84,7 @@ def column(workdir: Path, java: JavaClients, slots: int | None, seconds: float) 
         for p in range(PARTITIONS):
             warmup.produce(TOPIC, value=b"first", partition=p)
         assert warmup.flush(60) == 0
+        time.sleep(SETTLE_S)
         sent = int(seconds * 100) * (PARTITIONS * RATE // 100)
         consumer = None
         if slots is not None:

@@ -28,7 +28,7 @@ from .clients import admin_client, client_conf, isolation, list_offsets
 
 # the columns of Spark's Kafka source, so both formats feed the same parsing
 SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
-READ_TIMEOUT_S = 120.0  # a task that cannot reach its end offset in this long fails (and Spark retries it)
+READ_TIMEOUT_S = 120.0  # a task whose read gets no record in this long fails (and Spark retries it)
 POLL_S = 0.5
 
 
@@ -71,6 +71,8 @@ def read_range(conf: Mapping[str, str], r: OffsetRange) -> Iterator[tuple]:
         deadline = time.monotonic() + READ_TIMEOUT_S
         while True:
             messages = consumer.consume(1000, POLL_S)
+            if messages:  # a slow read that moves is not stuck (a loaded machine)
+                deadline = time.monotonic() + READ_TIMEOUT_S
             for m in messages:
                 error = m.error()
                 if error is not None and error.code() != KafkaError._PARTITION_EOF:
@@ -83,7 +85,7 @@ def read_range(conf: Mapping[str, str], r: OffsetRange) -> Iterator[tuple]:
                 return
             if time.monotonic() > deadline:
                 position = consumer.position([tp])[0].offset
-                raise TimeoutError(f"{r}: reached offset {position} only, after {READ_TIMEOUT_S:.0f}s")
+                raise TimeoutError(f"{r}: stuck at offset {position} for {READ_TIMEOUT_S:.0f}s")
     finally:
         consumer.close()
 

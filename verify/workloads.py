@@ -145,32 +145,83 @@ def idempotent_producer(args: argparse.Namespace, journal: Journal, stop: Stop) 
     return 1 if fatal else 0
 
 
+class _Commits:
+    """A group member's asynchronous offset commits, one under way at a time.
+
+    A commit is answered once it is replicated (acks=all on __consumer_offsets): seconds while followers
+    lag behind brokers that are killed or paused, more while librdkafka looks for the next coordinator.
+    Committing synchronously, the member processed nothing meanwhile (it went on heartbeating) and the
+    group fell behind. Asynchronous, the member goes on processing while a commit is under way. One at a
+    time, so a commit answered after a later one cannot move the group's offsets back; a commit
+    unanswered for CALL_TIMEOUT seconds is given up and the positions sent again."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.committed: dict[tuple[str, int], int] = {}  # offsets the coordinator acknowledged
+        self.sent_at: float | None = None  # when the commit under way was sent
+
+    def on_commit(self, err, partitions: list[TopicPartition]) -> None:
+        """librdkafka's commit callback, served by the consumer's consume calls."""
+        self.sent_at = None
+        if err is not None:
+            print(f"{self.name}: commit failed: {err}", file=sys.stderr)
+        # a late answer of a commit given up can be older than the last one: the positions are sent again
+        self.committed.update(((tp.topic, tp.partition), tp.offset) for tp in partitions if tp.error is None)
+
+    def pending(self) -> bool:
+        return self.sent_at is not None and time.monotonic() - self.sent_at < CALL_TIMEOUT
+
+    def send(self, consumer: Consumer) -> bool:
+        """Commit the positions that moved, unless a commit is under way; whether there was anything to commit.
+
+        The positions, not the last records' offsets: a position also moves past transaction markers,
+        which are never handed to the application."""
+        moved = [tp for tp in consumer.position(consumer.assignment())
+                 if tp.offset >= 0 and self.committed.get((tp.topic, tp.partition)) != tp.offset]
+        if moved and not self.pending():
+            try:
+                consumer.commit(offsets=moved, asynchronous=True)
+                self.sent_at = time.monotonic()
+            except KafkaException as exc:  # e.g. no assignment any more; the next round sends again
+                print(f"{self.name}: commit not sent: {exc}", file=sys.stderr)
+        return bool(moved)
+
+    def finish(self, consumer: Consumer, process: Callable[[list], None]) -> None:
+        """Commit what was processed before leaving, for at most CALL_TIMEOUT seconds. The partitions are
+        paused so that serving the commit's answer fetches nothing more (anything already fetched is
+        processed, as its position may be committed)."""
+        consumer.pause(consumer.assignment())
+        deadline = time.monotonic() + CALL_TIMEOUT
+        while self.send(consumer) or self.pending():
+            if time.monotonic() > deadline:
+                print(f"{self.name}: last commit unanswered after {CALL_TIMEOUT} s", file=sys.stderr)
+                return
+            process(consumer.consume(num_messages=1, timeout=0.1))  # serves the commit callback
+
+
 def group_consumer(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
     """A consumer group member that journals each record it processes, then commits past it."""
+    commits = _Commits(args.name)
     consumer = Consumer({**CLIENT, "bootstrap.servers": args.bootstrap, "group.id": args.group,
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "isolation.level": "read_committed",
-                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                         "on_commit": commits.on_commit})
     journal.write("topic", topic=args.topic)
     journal.write("group", group=args.group)
     consumer.subscribe([args.topic])
-    committed: dict[tuple[str, int], int] = {}
+
+    def process(messages: list) -> None:
+        for message in messages:
+            if message.error() is None:
+                journal.write("processed", group=args.group, topic=message.topic(),
+                              partition=message.partition(), offset=message.offset())
+
     try:
         while not stop.requested:
-            for message in consumer.consume(num_messages=500, timeout=0.2):
-                if message.error() is None:
-                    journal.write("processed", group=args.group, topic=message.topic(),
-                                  partition=message.partition(), offset=message.offset())
-            # Commit the positions, not the last records' offsets: a position also moves past
-            # transaction markers, which are never handed to the application.
-            moved = [tp for tp in consumer.position(consumer.assignment())
-                     if tp.offset >= 0 and committed.get((tp.topic, tp.partition)) != tp.offset]
-            if moved:
-                try:
-                    consumer.commit(offsets=moved, asynchronous=False)
-                    committed.update(((tp.topic, tp.partition), tp.offset) for tp in moved)
-                except KafkaException:
-                    pass  # the broker is away or the group is rebalancing; a later commit covers these records
+            process(consumer.consume(num_messages=500, timeout=0.2))
+            commits.send(consumer)
+        commits.finish(consumer, process)
     finally:
         consumer.close()
     return 0

@@ -23,9 +23,38 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 Record = tuple  # (partition, offset, key, value)
 
+# A wait gives up after STALL_S seconds with no sign of progress, or after CAP_S seconds in all. On a
+# machine loaded many times over every step of a Spark job is slower but none stops: a fixed budget
+# failed such runs (at a load of 15 on two cores) and waited out its whole length for a stuck one.
+STALL_S = 120.0
+CAP_S = 900.0
+CPU_STEP_S = 3.0  # CPU seconds of a job that count as one step of progress (an idle job takes minutes)
+
+
+class Progress:
+    """A deadline that moves: ``check`` fails once none of ``signs`` (functions returning anything
+    comparable) has changed for ``stall`` seconds, or ``cap`` seconds after the wait began."""
+
+    def __init__(self, what: str, *signs: Callable[[], object], stall: float = STALL_S, cap: float = CAP_S):
+        self.what = what
+        self.signs = signs
+        self.stall = stall
+        self.cap = cap
+        self.started = self.moved = time.monotonic()
+        self.last = [sign() for sign in signs]
+
+    def check(self, details: Callable[[], str] = lambda: "") -> None:
+        now = time.monotonic()
+        state = [sign() for sign in self.signs]
+        if state != self.last:
+            self.last, self.moved = state, now
+        assert now - self.moved < self.stall, f"{self.what}: no progress in {self.stall:.0f}s; {details()}"
+        assert now - self.started < self.cap, f"{self.what}: not done in {self.cap:.0f}s; {details()}"
+
 
 def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed", *, timeout: float = 60.0) -> list[Record]:
-    """Every record of ``topic`` that ``isolation`` shows, partition by partition in offset order.
+    """Every record of ``topic`` that ``isolation`` shows, partition by partition in offset order;
+    fails after ``timeout`` seconds in which nothing more was read.
 
     Reads each partition to its end-of-partition event, which under
     read_committed comes at the last stable offset. Transaction markers are
@@ -38,9 +67,9 @@ def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed", *,
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         got: list[Record] = []
         pending = set(partitions)
-        deadline = time.monotonic() + timeout
+        progress = Progress(f"reading {topic}", lambda: (len(got), len(pending)), stall=timeout)
         while pending:
-            assert time.monotonic() < deadline, f"{topic}: {pending} not read to their end in {timeout}s; {errors[:3]}"
+            progress.check(lambda: f"{pending} not read to their end; {errors[:3]}")
             for m in c.consume(1000, 0.5):
                 err = m.error()
                 if err is None:
@@ -58,13 +87,43 @@ def topic_values(bootstrap: str, topic: str, isolation: str = "read_committed") 
     return Counter(value for _, _, _, value in read_topic(bootstrap, topic, isolation))
 
 
-def wait_for_output(bootstrap: str, topic: str, records: int, running: Callable[[], None], timeout: float) -> None:
-    """Poll ``topic`` until it holds ``records`` output records; ``running`` fails the test if the job died."""
-    deadline = time.monotonic() + timeout
-    while sum(output_totals(read_topic(bootstrap, topic)).values()) < records:
-        running()
-        assert time.monotonic() < deadline, f"{topic}: fewer than {records} output records after {timeout}s"
-        time.sleep(2)
+def wait_for_output(bootstrap: str, topic: str, records: int, running: Callable[[], None],
+                    *signs: Callable[[], object]) -> None:
+    """Tail ``topic`` until it holds ``records`` output records; ``running`` fails the test if the job died.
+
+    Gives up once neither the output nor any of ``signs`` (the job's own signs of progress) has moved
+    for STALL_S seconds, or after CAP_S seconds in all."""
+    tail = OutputTail(bootstrap, topic)
+    try:
+        progress = Progress(f"{topic}: waiting for {records} output records", tail.count, *signs)
+        while tail.count() < records:
+            running()
+            progress.check(lambda: f"{tail.count()} so far")
+            tail.poll(1.0)
+    finally:
+        tail.close()
+
+
+class OutputTail:
+    """One read_committed consumer following the output topic from its start: how many output records
+    it holds so far (cheaper and quicker to notice than reading the topic again and again)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.consumer, self.errors = consumer(bootstrap, isolation_level="read_committed")
+        partitions = topic_partitions(admin(bootstrap), topic)
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        self.records: list[Record] = []
+
+    def poll(self, timeout: float) -> None:
+        for m in self.consumer.consume(1000, timeout):
+            assert m.error() is None, f"consumer error on {m.topic()}[{m.partition()}]: {m.error()}"
+            self.records.append((m.partition(), m.offset(), m.key(), m.value()))
+
+    def count(self) -> int:
+        return sum(output_totals(self.records).values())
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def expected_totals(events: list[Event]) -> Counter:
@@ -120,14 +179,21 @@ class JobProcess:
             f.seek(self._log_start)
             return f.read().decode("utf-8", "replace")
 
-    def wait_for_log(self, pattern: str, timeout: float) -> re.Match:
-        deadline = time.monotonic() + timeout
+    def signs(self) -> tuple[Callable[[], object], ...]:
+        """What moves while the job works (for ``Progress``): its log; its checkpoint, where each micro-batch
+        writes; its CPU time in steps of CPU_STEP_S, for Spark starting or a batch running on a loaded machine."""
+        checkpoint = Path(self.args[self.args.index("--checkpoint") + 1])
+        return (lambda: self.log_path.stat().st_size, lambda: files_under(checkpoint),
+                lambda: _cpu_seconds(_process_tree(self.proc.pid)) // CPU_STEP_S)
+
+    def wait_for_log(self, pattern: str) -> re.Match:
+        progress = Progress(f"waiting for a log line matching {pattern!r}", *self.signs())
         while True:
             match = re.search(pattern, self.log())
             if match:
                 return match
             self.running()
-            assert time.monotonic() < deadline, f"no log line matching {pattern!r} in {timeout}s\n{self.tail()}"
+            progress.check(lambda: "\n" + self.tail())
             time.sleep(0.5)
 
     def running(self) -> None:
@@ -142,17 +208,41 @@ class JobProcess:
                 os.kill(pid, signal.SIGKILL)
         self.proc.wait(10)
 
-    def stop(self, timeout: float = 60.0) -> int:
+    def stop(self) -> int:
         """SIGTERM, as Ctrl-C would: the job stops its query and exits; returns the exit code."""
+        progress = Progress("waiting for the job to stop", *self.signs())
         self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout)
+            while self.proc.poll() is None:
+                progress.check(lambda: "\n" + self.tail())
+                time.sleep(0.5)
+            return self.proc.returncode
         finally:
             self.kill()  # whatever is left, if anything
 
     def cleanup(self) -> None:
         if self.proc is not None:
             self.kill()
+
+
+def files_under(directory: Path) -> list[tuple[str, int]]:
+    """(path, size) of every file under ``directory``, skipping those that vanish while listed."""
+    found = []
+    for path in directory.rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                found.append((str(path), path.stat().st_size))
+    return sorted(found)
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """CPU time of the processes and of the children they have reaped."""
+    ticks = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _process_tree(root: int) -> list[int]:

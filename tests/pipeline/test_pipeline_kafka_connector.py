@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from helpers.kafka import create_topic, make_messages, produce_all
-from helpers.pipeline import expected_totals, output_totals, read_topic, topic_values, wait_for_output
+from helpers.pipeline import expected_totals, files_under, output_totals, read_topic, topic_values, wait_for_output
 from pipeline.events import flush_event, plan
 from pipeline.generate import generate
 from pipeline.job import start
@@ -96,7 +96,8 @@ def test_job_on_the_kafka_source_writes_each_window_once(spark, broker, tmp_path
         assert query.isActive, f"the query stopped: {query.exception()}"
 
     try:
-        wait_for_output(broker.bootstrap, sink, sum(expected.values()), running, timeout=120)
+        wait_for_output(broker.bootstrap, sink, sum(expected.values()), running,
+                        lambda: files_under(tmp_path / "checkpoint"))
     finally:
         query.stop()
     assert output_totals(read_topic(broker.bootstrap, sink)) == expected
