@@ -82,3 +82,36 @@ def test_an_incremental_fetch_skips_only_partitions_with_nothing_to_read(tmp_pat
         context = new_context(cache, session_id, 1, {}, [], False, follower, 0)
         assert (key in context.to_read(logs, isolation, {}, context.candidates())) is read, isolation
     logs.close()
+
+
+def test_an_incremental_fetch_looks_only_at_partitions_whose_logs_changed(tmp_path):
+    """A client's session is told of appends, log start moves and deletion by the logs it watches; an
+    incremental fetch looks at those partitions, the ones it names and the ones with errors, no others."""
+    logs = LogManager(tmp_path, LogConfig())
+    logs.create_topic("t", 100)
+    for p in range(100):
+        append(logs.log("t", p), make_batch(1))
+    keys = [TopicPartition("t", p) for p in range(100)] + [TopicPartition("gone", 0)]
+    cache = FetchSessionCache(10)
+    full = new_context(cache, 0, 0, {key: FetchPartition(1, 1024) for key in keys}, [], False, False, 0)
+    found = {key: PartitionData(0, 1, 1, 0) for key in keys[:100]} | {keys[100]: PartitionData(3)}
+    session_id, _ = full.respond(found, 0, logs)
+
+    def looked_at(epoch: int, named=()) -> set[int | str]:
+        context = new_context(cache, session_id, epoch, {keys[p]: FetchPartition(1, 1024) for p in named}, [],
+                              False, False, 0)
+        candidates = context.candidates()
+        read = context.to_read(logs, 0, {}, candidates)
+        context.respond({key: PartitionData(0, logs.log("t", key.partition).high_watermark, 1,
+                                            logs.log("t", key.partition).log_start_offset) if key.topic == "t"
+                         else PartitionData(3) for key in read}, 0, logs)
+        return {key.partition if key.topic == "t" else key.topic for key in candidates}
+
+    assert looked_at(1) == {"gone"}, "only the partition with an error"
+    append(logs.log("t", 7), make_batch(2))
+    logs.delete_records("t", 42, 1)
+    assert looked_at(2, named=[3]) == {"gone", 3, 7, 42}
+    assert looked_at(3) == {"gone", 7}, "7 is behind its high watermark until the client names it"
+    cache.remove(session_id)
+    assert not any(logs.log("t", p).watchers for p in range(100)), "a closed session stops watching"
+    logs.close()
