@@ -9,7 +9,7 @@ import signal
 import time
 
 import pytest
-from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
 from test_cluster_failover import produce, producer, read_partition
@@ -181,7 +181,14 @@ def test_a_write_from_a_past_leadership_is_not_acknowledged_when_its_broker_lead
     cluster.wait_for_isr("regained", 0, {1, 2, 3})
     admin = cluster.admin()
     tp = TopicPartition("regained", 0)
-    assert admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)[tp] is None  # it leads again
+
+    def elected() -> bool:
+        error = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)[tp]
+        assert error is None or error.code() == KafkaError.PREFERRED_LEADER_NOT_AVAILABLE, error
+        return error is None
+
+    # it leads again (back in the ISR, it may count as live at the controller a moment later: a new etcd session)
+    cluster.wait_until(elected, 30, "the preferred leader to be elected")
     assert cluster.leader("regained") == leader
     assert writer.flush(120) == 0
     # the producer retries after NOT_LEADER_OR_FOLLOWER: acknowledged, if at all, where the record now is
