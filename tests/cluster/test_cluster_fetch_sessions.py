@@ -13,12 +13,14 @@ from confluent_kafka import ElectionType, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
+from helpers.wire import WireClient
 from test_cluster_failover import producer
 
 pytestmark = pytest.mark.timeout(240)
 
 INCREMENTAL = "moldau_fetch_incremental_requests_total"
 SESSIONS = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
+NOT_LEADER_OR_FOLLOWER = 6
 
 
 def metric(cluster, node: int, name: str) -> float:
@@ -97,3 +99,47 @@ def test_a_restarted_leader_gets_full_fetches_and_new_sessions(start_cluster):
     cluster.wait_until(lambda: replicas_identical(cluster, "moved", 12), 60, "byte-identical replicas")
     cluster.wait_until(lambda: metric(cluster, restarted, SESSIONS) == 2, 30, "both followers in a session")
     assert metric(cluster, restarted, INCREMENTAL) > 0
+
+
+def test_a_consumer_session_learns_that_its_partition_moved(start_cluster):
+    """A client's session reads only partitions whose logs changed; a leadership that moves away is such a
+    change: the next incremental fetch lists the partition with NOT_LEADER_OR_FOLLOWER, the other not at all."""
+    cluster = start_cluster(2)
+    with WireClient(cluster.brokers[1].port) as c:
+        created = c.request("CreateTopics", 5, {"topics": [
+            {"name": "led", "num_partitions": -1, "replication_factor": -1, "configs": [],
+             "assignments": [{"partition_index": i, "broker_ids": [1, 2]} for i in (0, 1)]}],
+            "timeout_ms": 30000, "validate_only": False})
+        assert created["topics"][0]["error_code"] == 0
+        cluster.wait_until(lambda: cluster.full_isr("led", 2, 2), 30, "led fully replicated")
+        produce_to_each(cluster, "led", 2, "first")
+
+        def fetch(session: int, epoch: int, offsets: dict[int, int]) -> dict:
+            return c.request("Fetch", 12, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": session, "session_epoch": epoch, "rack_id": "", "forgotten_topics_data": [],
+                "topics": [{"topic": "led", "partitions": [
+                    {"partition": p, "current_leader_epoch": -1, "fetch_offset": o, "last_fetched_epoch": -1,
+                     "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p, o in offsets.items()]}]
+                if offsets else []})
+
+        def listed(response: dict) -> dict[int, int]:
+            return {p["partition_index"]: p["error_code"] for t in response["responses"] for p in t["partitions"]}
+
+        session = fetch(0, 0, {0: 0, 1: 0})["session_id"]
+        assert session and listed(fetch(session, 1, {0: 1, 1: 1})) == {}
+        moved = c.request("AlterPartitionReassignments", 0, {"timeout_ms": 30000, "topics": [
+            {"name": "led", "partitions": [{"partition_index": 0, "replicas": [2, 1]}]}]})
+        assert moved["responses"][0]["partitions"][0]["error_code"] == 0, moved
+        cluster.wait_until(lambda: cluster.partition("led", 0).replicas == [2, 1], 30, "the new preferred leader")
+        admin = cluster.admin()
+        result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("led", 0)]).result(30)
+        assert all(error is None for error in result.values()), result
+        cluster.wait_until(lambda: cluster.leader("led", 0) == 2, 30, "broker 2 leading led-0")
+        epoch, answers = 2, {}
+        deadline = time.monotonic() + 30
+        while not answers and time.monotonic() < deadline:  # broker 1 applies the new state from etcd
+            answers = listed(fetch(session, epoch, {}))
+            epoch += 1
+            time.sleep(0.1)
+        assert answers == {0: NOT_LEADER_OR_FOLLOWER}
