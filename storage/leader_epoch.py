@@ -61,7 +61,10 @@ class LeaderEpochCache:
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch``, the offset where the next epoch begins or the log end), as
-        OffsetForLeaderEpoch answers; (-1, -1) when ``epoch`` is older than every entry."""
+        OffsetForLeaderEpoch answers; (-1, -1) for an undefined epoch or an empty cache. An epoch older than
+        every entry (its records deleted, or it wrote nothing here) ends where the first known epoch begins,
+        as in Kafka: a consumer there is told where to go on, not that its position is unknown (which
+        would make librdkafka reset it, by auto.offset.reset, to the log start)."""
         if epoch == self.latest_epoch:
             return epoch, log_end_offset
         found = UNDEFINED_EPOCH, UNDEFINED_OFFSET
@@ -69,6 +72,8 @@ class LeaderEpochCache:
             if entry.epoch > epoch:
                 if i > 0:
                     found = self.entries[i - 1].epoch, entry.start_offset
+                elif epoch >= 0:
+                    found = epoch, entry.start_offset
                 break
         else:
             if self.entries:

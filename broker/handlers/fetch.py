@@ -64,8 +64,8 @@ def diverging_epoch(log_, last_fetched_epoch: int, fetch_offset: int) -> dict | 
     epoch, end = cache.end_offset_for(last_fetched_epoch, log_.log_end_offset)
     if epoch == last_fetched_epoch and end >= fetch_offset:
         return None
-    if epoch < 0:  # an epoch older than all of this log's: everything from this log's first epoch on differs
-        end = cache.entries[0].start_offset if cache.entries else log_.log_end_offset
+    if epoch < 0:  # no epoch known here (an empty log): the follower keeps what this log has
+        end = log_.log_end_offset
     return {"epoch": epoch, "end_offset": end}
 
 
