@@ -36,11 +36,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 
+from storage.log import Log
 from storage.log_manager import LogManager
 
 from .errors import ErrorCode
-from storage.log import Log
-
 from .log_read import FOLLOWER, FetchPartition, PartitionData, TopicPartition, partition_log
 
 INVALID_SESSION_ID = 0

@@ -292,8 +292,9 @@ class Log:
         return end if self._high_watermark is None else min(self._high_watermark, end)
 
     def set_high_watermark(self, offset: int) -> None:
-        self._high_watermark = offset
-        self.notify_watchers()
+        if offset != self._high_watermark:  # a follower sets it after every fetch, moved or not
+            self._high_watermark = offset
+            self.notify_watchers()
 
     def notify_watchers(self) -> None:
         for notify in self.watchers.values():

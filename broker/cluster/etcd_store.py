@@ -511,13 +511,16 @@ class EtcdMetadataStore(MetadataStore):
         creator that died between the steps of its write (its claim went with its session). Each delete
         holds only while the topic key is as read and no claim is there."""
         tx = self.client.transactions
-        suspects = {t for t, p in list(self.cache.partitions)
-                    if p >= (self.topics[t].num_partitions if t in self.topics else 0)}
+        indexes: dict[str, list[int]] = {}
+        for t, p in list(self.cache.partitions):
+            indexes.setdefault(t, []).append(p)
+        suspects = [t for t, ps in indexes.items()
+                    if max(ps) >= (self.topics[t].num_partitions if t in self.topics else 0)]
         for name in suspects:
             key, claim = self.key("topics", name), self.key(CREATING, name)
             found = await self.client.get(key)
             count = json.loads(found.value)["partitions"] if found is not None else 0
-            orphans = sorted(p for t, p in list(self.cache.partitions) if t == name and p >= count)
+            orphans = sorted(p for p in indexes[name] if p >= count)
             if found is None:
                 prefix = self.key("partitions", name, "")
                 guard, deletes = tx.version(key) == 0, [tx.delete(prefix, etcd_utils.prefix_range_end(prefix))]
