@@ -307,6 +307,13 @@ def small_requests(spec: dict, warnings: list[str]) -> dict:
     return {"requests_per_s": total / elapsed, "seconds": elapsed}
 
 
+# The follow rows' paced producer lingers a second. With linger.ms=5 every record at 10 a second a
+# partition travels in a batch of its own: 20,000 batches a second for 2,000 partitions, which alone
+# fill the broker's one core (20-45 us a batch) and leave no consumer cost to measure. A second's linger
+# sends one batch of about 10 records a partition a second.
+FOLLOW_LINGER_MS = 1000
+
+
 def follow(spec: dict, warnings: list[str]) -> dict:
     """A consumer of ``partitions`` partitions while ``rate`` messages a second go to each, for ``seconds``.
 
@@ -315,7 +322,7 @@ def follow(spec: dict, warnings: list[str]) -> dict:
     incremental ones naming only the partitions whose position moved, "sessionless" sends full fetches
     (epoch -1), "none" leaves the producer alone (what the broker spends on the producer, to take off
     the others). Fetches wait as librdkafka's do (500 ms, min 1 byte). The producer (confluent-kafka,
-    linger.ms=5) runs in a thread; ``consumer_cpu_per_s`` is the fetch loop's own CPU. Afterwards
+    ``FOLLOW_LINGER_MS``) runs in a thread; ``consumer_cpu_per_s`` is the fetch loop's own CPU. Afterwards
     every record is read back (for "none" too).
     """
     parts, rate, seconds, topic = spec["partitions"], spec["rate"], spec["seconds"], spec["topic"]
@@ -333,7 +340,8 @@ def follow(spec: dict, warnings: list[str]) -> dict:
     stop = threading.Event()
 
     def produce_paced() -> None:
-        p = Producer(client_config(spec, **{"acks": 1, "linger.ms": 5, "error_cb": lambda e: errors.append(str(e))}))
+        p = Producer(client_config(spec, **{"acks": 1, "linger.ms": FOLLOW_LINGER_MS,
+                                            "error_cb": lambda e: errors.append(str(e))}))
         value, i, per_tick, started = payloads(100)[0], 0, parts * rate // 100, time.monotonic()
         tick = 0
         while not stop.is_set():

@@ -145,9 +145,9 @@ class _LocalCache(MetadataCache):
         self.broker = broker
         self.controller_id = broker.node_id
         self.brokers = {broker.node_id: BrokerInfo(broker.node_id, broker.host, broker.port)}
+        me = (broker.node_id,)
+        # every partition's state alone (frozen, so shared: a fetch asks it of each partition it reads)
+        self._alone = PartitionState(broker.node_id, 0, me, me)
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
-        if self.broker.logs.log(topic, partition) is None:
-            return None
-        me = (self.broker.node_id,)
-        return PartitionState(self.broker.node_id, 0, me, me)
+        return self._alone if self.broker.logs.log(topic, partition) is not None else None
