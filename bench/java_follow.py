@@ -11,8 +11,8 @@ Each column gets a fresh broker: a topic of 2,000 partitions with one record eac
 once it has read those, a confluent-kafka producer sending 10 records a second to each partition for
 ``--seconds`` (acks=1, linger.ms 1000 as in the bench rows: a batch of ~10 records a partition a
 second). Measured over that window: the broker's CPU seconds per second and per delivered record,
-Fetch requests per second (from the broker's metrics), the Java process's CPU. The consumer then reads to the end and must have got every record exactly
-once (no duplicate or skipped offset). Columns are interleaved over ``--rounds`` rounds.
+Fetch requests per second (from the broker's metrics), the Java process's CPU. The consumer then
+reads to the end and must have got every record exactly once (no duplicate or skipped offset). Columns are interleaved over ``--rounds`` rounds.
 
 Needs Java and the jars `make test-deps` installs (tests/helpers/java_clients.py).
 """
