@@ -443,6 +443,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
                 return _connect_accepted(loop, client, connection)
         servers.append(_Acceptor(sock, asyncio.ensure_future(_accept(sock, listener.name, quotas, set_up))))
         log.info("listening on %s (%s)", listener, listener.security_protocol)
+    broker.tls_contexts.restore()  # before the first accept runs: no connection gets a store since replaced
     tasks.append(asyncio.ensure_future(_close_idle_connections(broker, connections)))
     tasks.append(asyncio.ensure_future(_flush_periodically(broker)))
     tasks.append(asyncio.ensure_future(_expire_producers_periodically(broker)))

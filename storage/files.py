@@ -37,12 +37,14 @@ def lock_directory(directory: Path) -> BinaryIO:
     return lock
 
 
-def atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
+def atomic_write(path: Path, data: bytes, sync: bool = True, mode: int = 0o644) -> None:
     """Replace ``path`` so that a crash leaves either the old or the new content.
 
-    Without ``sync`` nothing is fsynced: a crash may then also leave an empty file."""
+    Without ``sync`` nothing is fsynced: a crash may then also leave an empty file. ``mode`` is the
+    new file's (0o600 for secrets: readable by no one else at any moment)."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    tmp.unlink(missing_ok=True)  # a leftover keeps its mode: O_CREAT applies ``mode`` only to a new file
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:

@@ -13,7 +13,6 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,8 +69,8 @@ class CredentialsFile:
 
     async def save_credentials(self, users: dict[str, Mechanisms], changed: dict[str, Mechanisms | None]) -> None:
         data = {user: encode_user(mechs) for user, mechs in users.items()}
-        atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
-        os.chmod(self.path, 0o600)  # keys that let an attacker guess passwords offline: the broker's only
+        # keys that let an attacker guess passwords offline: the broker's only
+        atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True).encode(), mode=0o600)
 
 
 class ScramCredentials:

@@ -4,14 +4,21 @@
 listener.name.<listener>.ssl.keystore.location=<path>` (AlterConfigs or IncrementalAlterConfigs on the
 BROKER resource) builds the listener's TLS context anew from its settings with the change, so setting
 the same path again reloads a renewed file. New connections get the new context; open ones keep theirs.
-A store that does not load is refused (INVALID_CONFIG) and the listener keeps the one it has. The change
-lasts until the restart, which reads server.properties.
+A store that does not load is refused (INVALID_CONFIG) and the listener keeps the one it has.
+
+Kafka keeps dynamic broker configs in its metadata; here a change is written to
+`<log dir>/dynamic-broker-configs.json` (mode 0600: an inline `ssl.keystore.key` is a private key) before
+the answer, and applied over server.properties' values at the next start. One that no longer loads then
+is logged and left out: the listener starts with server.properties' stores.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import ssl
+
+from storage.files import atomic_write
 
 from ..config import LISTENER_PREFIX, ConfigError
 from ..errors import ErrorCode
@@ -23,6 +30,7 @@ log = logging.getLogger("moldau.security")
 RECONFIGURABLE = frozenset({"ssl.keystore.type", "ssl.keystore.location", "ssl.key.password", "ssl.keystore.key",
                             "ssl.keystore.certificate.chain", "ssl.truststore.type", "ssl.truststore.location",
                             "ssl.truststore.certificates"})
+DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
 
 
 class ListenerContexts:
@@ -32,9 +40,30 @@ class ListenerContexts:
         self.broker = broker
         self.contexts: dict[str, ssl.SSLContext] = {}
         self.static = dict(broker.config.per_listener)  # server.properties: what a deleted change goes back to
+        self.path = broker.config.log_dir / DYNAMIC_CONFIGS_FILE
+        self.dynamic: dict[str, str] = {}  # the changes in force, as the file holds them
 
-    def alter(self, resource_name: str, changes: dict[str, str | None], validate_only: bool) -> tuple[int, str | None]:
-        """Apply ``changes`` ({name: value, or None for server.properties' value}) to this broker's listeners."""
+    def restore(self) -> None:
+        """Apply the changes stored by an earlier run, together, as they loaded then (once the listeners'
+        contexts are registered). If they no longer load the listeners keep server.properties' stores."""
+        try:
+            stored = json.loads(self.path.read_text()) if self.path.exists() else {}
+            if not isinstance(stored, dict) or not all(isinstance(v, str) for v in stored.values()):
+                raise ValueError("not an object of strings")
+        except (OSError, ValueError) as exc:
+            log.error("dynamic broker configs in %s not read (%s): the listeners use server.properties'",
+                      self.path, exc)
+            return
+        if stored:
+            code, problem = self.alter(str(self.broker.node_id), stored, validate_only=False, persist=False)
+            if code:
+                log.error("dynamic broker configs in %s not applied (%s): the listeners use server.properties'",
+                          self.path, problem)
+
+    def alter(self, resource_name: str, changes: dict[str, str | None], validate_only: bool,
+              persist: bool = True) -> tuple[int, str | None]:
+        """Apply ``changes`` ({name: value, or None for server.properties' value}) to this broker's listeners,
+        and (``persist``) store them for the next start before answering."""
         node_id = self.broker.node_id
         if resource_name != str(node_id):
             return ErrorCode.INVALID_REQUEST, (f"TLS stores are set per broker: name the resource {node_id} "
@@ -62,12 +91,21 @@ class ListenerContexts:
         except ConfigError as exc:
             contexts = None
             problem = str(exc)
+        dynamic = {key: value for key, value in {**self.dynamic, **changes}.items() if value is not None}
+        error = ErrorCode.INVALID_CONFIG
+        if contexts is not None and not validate_only and persist:
+            try:
+                atomic_write(self.path, json.dumps(dynamic, indent=1, sort_keys=True).encode(), mode=0o600)
+            except OSError as exc:
+                contexts, error, problem = None, ErrorCode.UNKNOWN_SERVER_ERROR, f"not stored in {self.path}: {exc}"
+                log.error("TLS store change %s", problem)
         if contexts is None or validate_only:
             per_listener.clear()
             per_listener.update(saved)
             if contexts is None:
-                return ErrorCode.INVALID_CONFIG, problem
+                return error, problem
         else:
+            self.dynamic = dynamic
             self.contexts.update(contexts)
             log.info("TLS key and trust stores reloaded: %s", ", ".join(sorted(changes)))
         return ErrorCode.NONE, None

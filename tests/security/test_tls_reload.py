@@ -1,6 +1,7 @@
 """A renewed broker certificate without a restart, as in Kafka: AlterConfigs on the broker sets the
 listener's ssl.keystore.location (the same path reloads the file); new connections get the new
-certificate, open ones go on; a store that does not load is refused and the listener keeps its own."""
+certificate, open ones go on; a store that does not load is refused and the listener keeps its own.
+The change outlives a restart, as Kafka's dynamic broker configs do."""
 
 from __future__ import annotations
 
@@ -32,10 +33,12 @@ def der(cert: trustme.LeafCert) -> bytes:
     return ssl.PEM_cert_to_DER_cert(cert.cert_chain_pems[0].bytes().decode())
 
 
-def set_broker_config(bootstrap: str, ca_path, name: str, value: str) -> None:
+def set_broker_config(bootstrap: str, ca_path, name: str, value: str | None) -> None:
+    """SET ``name`` to ``value`` on broker 1; None DELETEs it (back to server.properties)."""
     client = admin(bootstrap, security_protocol="SSL", ssl_ca_location=str(ca_path))
+    operation = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
     resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
-        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry(name, value or "", incremental_operation=operation)])
     for future in client.incremental_alter_configs([resource]).values():
         future.result(30)
 
@@ -68,3 +71,34 @@ def test_a_renewed_keystore_is_served_to_new_connections_without_a_restart(start
     with pytest.raises(KafkaException, match="INVALID_REQUEST|INVALID_CONFIG"):
         set_broker_config(broker.bootstrap, ca_path, "log.retention.ms", "1000")
     assert served_certificate(broker.port, ca) == der(renewed)
+
+
+def test_a_keystore_set_at_run_time_outlives_a_restart(start_broker, tmp_path):
+    ca = trustme.CA(key_type=trustme.KeyType.RSA)
+    ca_path, static, dynamic = tmp_path / "ca.pem", tmp_path / "static.pem", tmp_path / "dynamic.pem"
+    ca.cert_pem.write_to_path(ca_path)
+    first, second = (ca.issue_cert("localhost", "127.0.0.1", key_type=trustme.KeyType.RSA) for _ in range(2))
+    first.private_key_and_cert_chain_pem.write_to_path(static)
+    second.private_key_and_cert_chain_pem.write_to_path(dynamic)
+    broker = start_broker({"listeners": "SSL://127.0.0.1:{port}", "ssl.keystore.location": str(static),
+                           "node.id": 1})
+    set_broker_config(broker.bootstrap, ca_path, KEYSTORE, str(dynamic))
+    stored = broker.data_dir / "dynamic-broker-configs.json"
+    assert stored.stat().st_mode & 0o777 == 0o600  # an inline ssl.keystore.key would be a private key
+
+    broker.restart()
+    assert served_certificate(broker.port, ca) == der(second)  # server.properties still names static.pem
+
+    set_broker_config(broker.bootstrap, ca_path, KEYSTORE, None)  # DELETE: back to server.properties
+    assert served_certificate(broker.port, ca) == der(first)
+    broker.restart()
+    assert served_certificate(broker.port, ca) == der(first)
+
+    # a stored store that no longer loads at a start: logged, and the listener serves server.properties'
+    set_broker_config(broker.bootstrap, ca_path, KEYSTORE, str(dynamic))
+    broker.stop()
+    dynamic.unlink()
+    offset = broker.log_offset()
+    broker.start()
+    broker.wait_for_log("dynamic broker configs in .* not applied", since=offset)
+    assert served_certificate(broker.port, ca) == der(first)
