@@ -11,13 +11,14 @@ later, a replica) does not matter to the cache beyond the ``privileged`` flag
 Kafka gives followers.
 
 Kafka reads every partition of a session on every fetch. Here a client's
-session reads only the partitions that may have news: those the request
+session looks only at the partitions that may have news: those the request
 names, those whose log told the session it changed (``Log.watchers``: an
 append, a moved high watermark or log start, a truncation, a new leadership
 state, the log deleted), and those whose last answer was not final (an error,
-records the client has not moved past yet). The others are answered by
-omission, as Kafka's would be, so an incremental fetch costs what its news
-costs, not the session's size. A follower's session still checks every
+records the client has not moved past yet); of those it reads the ones whose
+client is not at the end it was told. The others are answered by omission,
+as Kafka's would be, so an incremental fetch costs what its news costs, not
+the session's size. A follower's session still checks every
 partition: each fetch records the follower's position in all of them.
 
 The cache holds ``max.incremental.fetch.session.cache.slots`` sessions. A new
@@ -244,11 +245,10 @@ class FetchContext:
 
     def __init__(self, partitions: Mapping[TopicPartition, FetchPartition], error: int = ErrorCode.NONE,
                  session: FetchSession | None = None, create_in: FetchSessionCache | None = None,
-                 privileged: bool = False, uses_topic_ids: bool = False, named=()) -> None:
+                 privileged: bool = False, uses_topic_ids: bool = False) -> None:
         self.partitions = partitions  # the fetch's partitions, in order (all of a session's)
         self.error = error
         self._session = session  # incremental
-        self._named = named  # what an incremental request named
         self._cache = create_in  # full: open a session with the response
         self._privileged = privileged
         self._uses_topic_ids = uses_topic_ids
@@ -272,21 +272,21 @@ class FetchContext:
 
     def to_read(self, logs: LogManager, isolation: int, answered: dict[TopicPartition, PartitionData],
                 candidates: Mapping[TopicPartition, FetchPartition]) -> dict[TopicPartition, FetchPartition]:
-        """The ``candidates`` to read now. An incremental fetch leaves out those it need not list: not named
-        by the request, the client's position at the high watermark it was last told and at the end it may
-        read to (a follower reads past the high watermark), that and the log start unchanged, and not
-        ``answered`` otherwise (an error, a diverging epoch). Kafka reads them all; in Python skipping them
-        is most of what a session saves."""
+        """The ``candidates`` to read now. An incremental fetch leaves out those it need not list: the client's
+        position at the high watermark it was last told and at the end it may read to (a follower reads past
+        the high watermark), that and the log start unchanged, and not ``answered`` otherwise (an error, a
+        diverging epoch). A partition the request names is left out too when that holds: a client names the
+        partitions it moved on in, and one that moved to the end it was told would read nothing. Kafka reads
+        them all; in Python skipping them is most of what a session saves."""
         session = self._session
         if session is None:
             return candidates
-        named = self._named
         read = {}
         for key, want in candidates.items():
             cached = session.partitions[key]
             log_ = partition_log(logs, key, want.topic_name)
             session.watch(key, log_)
-            if key not in named and key not in answered and want.fetch_offset == cached.high_watermark:
+            if key not in answered and want.fetch_offset == cached.high_watermark:
                 # a consumer's end (high watermark, or the last stable offset below it) is then reached
                 if (log_ is not None and log_.high_watermark == cached.high_watermark
                         and log_.log_start_offset == cached.log_start_offset
@@ -342,4 +342,4 @@ def new_context(cache: FetchSessionCache, session_id: int, epoch: int, wanted: d
         return FetchContext(wanted)
     cache.touch(session, now_ms)
     session.epoch = next_epoch(session.epoch)
-    return FetchContext(SessionRequests(session.partitions), session=session, named=wanted)
+    return FetchContext(SessionRequests(session.partitions), session=session)
