@@ -19,6 +19,7 @@ from crc32c import crc32c
 # baseSequence, recordsCount
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = _HEADER.size  # 61
+_NEXT_OFFSET = struct.Struct(">q15xi")  # the header's base offset and last offset delta
 LOG_OVERHEAD = 12  # baseOffset + batchLength precede the length-counted part
 _LEADER_EPOCH = struct.Struct(">i")
 _CRC_START = 21  # the CRC covers attributes to the end of the batch
@@ -96,6 +97,12 @@ def read_header(buf, pos: int = 0) -> BatchHeader:
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecord("truncated batch header")
     return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+
+
+def next_offset_at(buf, pos: int = 0) -> int:
+    """The header's next offset (base offset + last offset delta + 1) alone, for a reader that needs no more."""
+    base_offset, last_offset_delta = _NEXT_OFFSET.unpack_from(buf, pos)
+    return base_offset + last_offset_delta + 1
 
 
 def batch_crc(buf, pos: int, hdr: BatchHeader) -> int:

@@ -288,8 +288,9 @@ class Log:
 
     @property
     def high_watermark(self) -> int:
-        end = self.log_end_offset
-        return end if self._high_watermark is None else min(self._high_watermark, end)
+        end = self._segments[-1].next_offset  # (the log end offset; a fetch asks this of every partition)
+        high_watermark = self._high_watermark
+        return end if high_watermark is None or high_watermark > end else high_watermark
 
     def set_high_watermark(self, offset: int) -> None:
         if offset != self._high_watermark:  # a follower sets it after every fetch, moved or not
@@ -637,12 +638,15 @@ class Log:
         self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool = True
     ) -> tuple[bytes, LogSegment | None, int]:
         """(data, the segment it came from, its position there) for ``read``."""
-        if not self.log_start_offset <= offset <= self.log_end_offset:
-            raise OffsetOutOfRange(
-                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] of {self.name}"
-            )
-        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
-        for segment in self._segments[self._segment_index(offset) :]:
+        segments = self._segments
+        end = segments[-1].next_offset
+        if not self._log_start_offset <= offset <= end:
+            raise OffsetOutOfRange(f"offset {offset} outside [{self._log_start_offset}, {end}] of {self.name}")
+        limit = end if max_offset is None or max_offset > end else max_offset
+        # a reader near the end (most fetches) is in the active segment: no search
+        first = len(segments) - 1 if offset >= segments[-1].base_offset else self._segment_index(offset)
+        for i in range(first, len(segments)):
+            segment = segments[i]
             position = segment.batch_position(offset)
             if position is None:
                 continue
@@ -653,6 +657,8 @@ class Log:
     @staticmethod
     def _end_position(segment: LogSegment, limit: int) -> int:
         """File position where the first batch with base offset >= ``limit`` starts."""
+        if limit >= segment.next_offset:
+            return segment.size
         found = segment.find_position(limit)
         if found is None:
             return segment.size

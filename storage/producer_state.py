@@ -184,7 +184,8 @@ class ProducerStateManager:
     @property
     def first_unstable_offset(self) -> int | None:
         """Where the earliest open transaction began; None when none is open."""
-        return next(iter(self.ongoing_txns.values()), None)
+        ongoing = self.ongoing_txns
+        return next(iter(ongoing.values())) if ongoing else None  # (a fetch asks it of every partition)
 
     # --- the append path -----------------------------------------------------
 

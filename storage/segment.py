@@ -7,7 +7,15 @@ import struct
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from protocol.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptRecord, check_batch, read_header
+from protocol.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptRecord,
+    check_batch,
+    next_offset_at,
+    read_header,
+)
 from storage.errors import CorruptIndex
 from storage.handles import FileHandle
 from storage.index import OffsetIndex, TimeIndex
@@ -286,7 +294,7 @@ class LogSegment:
             self._read_ended(first.next_offset, position + len(data))
             return data
         end, last = whole_batches(data)
-        self._read_ended(read_header(data, last).next_offset, position + end)
+        self._read_ended(next_offset_at(data, last), position + end)
         # a view, not a slice: the tail is dropped without copying a megabyte again
         return data if end == len(data) else memoryview(data)[:end]
 

@@ -236,6 +236,9 @@ class ReplicaManager:
 
     def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
         """The partition if this broker leads it, else the error a client gets."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None and partition.is_leader and partition.log is self.broker.logs.log(topic, index):
+            return partition, ErrorCode.NONE  # (a fetch asks this of every partition it reads: no more lookups)
         state = self.store.cache.partition_state(topic, index)
         if state is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
