@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
 from storage.log import Log
@@ -36,7 +36,7 @@ class _End:
 
 
 class DelayedFetch:
-    def __init__(self, logs: LogManager, wanted: Mapping[TopicPartition, FetchPartition], topics: set,
+    def __init__(self, logs: LogManager, wanted: Mapping[TopicPartition, FetchPartition], topics: Set,
                  isolation: int, min_bytes: int, found: int):
         self.wanted = wanted
         self.isolation = isolation

@@ -32,8 +32,8 @@ sessionless (session id 0) and keeps sending full fetches.
 from __future__ import annotations
 
 import random
-from collections import OrderedDict
-from collections.abc import Mapping
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from functools import partial
 
@@ -105,7 +105,9 @@ class FetchSession:
         # a client's session: the partitions to read at the next fetch, and the logs that tell it of changes
         self.changed: set[TopicPartition] = set(partitions)
         self._watched: dict[TopicPartition, Log] = {}
-        self._topics: set | None = None
+        # the partitions of each topic, kept as they come and go: a client may forget and add partitions on
+        # every fetch (the Java client does, for those whose records it still buffers)
+        self._topics = Counter(key.topic for key in partitions)
 
     def _next_order(self) -> int:
         self._order += 1
@@ -117,21 +119,21 @@ class FetchSession:
             cached = self.partitions.get(key)
             if cached is None:
                 self.partitions[key] = CachedPartition(want, order=self._next_order())
-                self._topics = None
+                self._topics[key.topic] += 1
             else:
                 cached.request = want
             self.changed.add(key)
         for key in forgotten:
             if self.partitions.pop(key, None) is not None:
-                self._topics = None
+                self._topics[key.topic] -= 1
+                if not self._topics[key.topic]:
+                    del self._topics[key.topic]
                 self.changed.discard(key)
                 self.watch(key, None)
 
-    def topics(self) -> set:
+    def topics(self) -> Set:
         """The topics of the session's partitions (as its requests name them)."""
-        if self._topics is None:
-            self._topics = {key.topic for key in self.partitions}
-        return self._topics
+        return self._topics.keys()
 
     def watch(self, key: TopicPartition, log_: Log | None) -> None:
         """Be told when ``log_`` (the partition's log now, None if there is none) changes."""
@@ -254,7 +256,7 @@ class FetchContext:
         self._uses_topic_ids = uses_topic_ids
 
     @property
-    def topics(self) -> set:
+    def topics(self) -> Set:
         """The topics of the fetch's partitions (as the request names them)."""
         if self._session is not None:
             return self._session.topics()
