@@ -109,6 +109,28 @@ def test_incremental_fetches_list_only_partitions_with_news(broker, version):
         assert f.fetch(session, 9, {})["error_code"] == FETCH_SESSION_ID_NOT_FOUND
 
 
+def test_a_named_partition_is_read_unless_its_client_is_at_the_end_it_was_told(broker):
+    """An incremental fetch leaves a partition it names unread only when the client's position is the high
+    watermark it was last told and the log has not moved since: a position named there after new records
+    came, or below it (a seek back), gets records."""
+    create_topic(broker.bootstrap, TOPIC, partitions=3)
+    with wire.WireClient(broker.port) as c:
+        for p in range(3):
+            produce_to(c, p, 2)
+        f = Fetcher(c, 13, topic_id(c))
+        session = f.fetch(0, 0, {0: 0, 1: 0, 2: 0})["session_id"]
+        assert session and listed(f.fetch(session, 1, {0: 2, 1: 2, 2: 2})) == {}
+        produce_to(c, 0, 3)
+        assert listed(f.fetch(session, 2, {0: 2, 1: 2})) == {0: (5, listed(f.fetch(session, 3, {0: 2}))[0][1])}
+        assert listed(f.fetch(session, 4, {0: 5, 1: 2})) == {}
+        seek_back = listed(f.fetch(session, 5, {1: 1, 2: 2}))
+        assert list(seek_back) == [1] and seek_back[1][0] == 2 and seek_back[1][1] > 0
+        produce_to(c, 2)
+        news = listed(f.fetch(session, 6, {1: 2}))
+        assert list(news) == [2] and news[2][0] == 3 and news[2][1] > 0
+        assert listed(f.fetch(session, 7, {2: 3})) == {}, "named at the end it was told: nothing to list"
+
+
 def test_offsets_that_move_without_records_for_the_client_are_listed(broker):
     """An incremental fetch reads only the session's partitions whose logs changed; a change the client gets
     no records for is still listed (Kafka's maybeUpdateResponseData): DeleteRecords moves a log start
