@@ -236,16 +236,13 @@ class ReplicaManager:
 
     def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
         """The partition if this broker leads it, else the error a client gets."""
-        partition = self.partitions.get((topic, index))
-        if partition is not None and partition.is_leader and partition.log is self.broker.logs.log(topic, index):
-            return partition, ErrorCode.NONE  # (a fetch asks this of every partition it reads: no more lookups)
+        partition = self.partition(topic, index)
+        if partition is not None and partition.is_leader:
+            return partition, ErrorCode.NONE  # the usual answer first: a fetch asks this of every partition it reads
         state = self.store.cache.partition_state(topic, index)
         if state is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        partition = self.partition(topic, index)
-        if partition is None or not partition.is_leader:
-            return None, ErrorCode.LEADER_NOT_AVAILABLE if state.leader == NO_LEADER else ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return partition, ErrorCode.NONE
+        return None, ErrorCode.LEADER_NOT_AVAILABLE if state.leader == NO_LEADER else ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     # --- driven by the metadata store -------------------------------------------------------
 
