@@ -12,7 +12,8 @@ once it has read those, a confluent-kafka producer sending 10 records a second t
 ``--seconds`` (acks=1, linger.ms 1000 as in the bench rows: a batch of ~10 records a partition a
 second). Measured over that window: the broker's CPU seconds per second and per delivered record,
 Fetch requests per second (from the broker's metrics), the Java process's CPU. The consumer then
-reads to the end and must have got every record exactly once (no duplicate or skipped offset). Columns are interleaved over ``--rounds`` rounds.
+reads to the end and must have got every record exactly once (no duplicate or skipped offset).
+Columns are interleaved over ``--rounds`` rounds.
 
 Needs Java and the jars `make test-deps` installs (tests/helpers/java_clients.py).
 """
@@ -22,10 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -34,6 +33,7 @@ import psutil
 from confluent_kafka import Producer
 
 from bench.compaction import Broker, _create
+from bench.targets import free_port
 from bench.workloads import FOLLOW_LINGER_MS, send
 from tests.helpers.java_clients import JavaClients
 
@@ -42,12 +42,6 @@ PARTITIONS = 2000
 RATE = 10  # records a second per partition
 SETTLE_S = 5  # after the first records: the new partitions' first writes are not the producer's cost
 COLUMNS = {"producer alone": None, "Java consumer, sessions": 1000, "Java consumer, sessionless": 0}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _fetches(metrics_port: int) -> tuple[int, float]:
@@ -74,7 +68,7 @@ def _produce_paced(bootstrap: str, seconds: float) -> int:
 
 
 def column(workdir: Path, java: JavaClients, slots: int | None, seconds: float) -> dict:
-    metrics_port = _free_port()
+    metrics_port = free_port()
     broker = Broker(workdir, metrics_port=metrics_port,
                     **({} if slots is None else {"max_incremental_fetch_session_cache_slots": slots}))
     broker.start()
