@@ -12,7 +12,8 @@ from pathlib import Path
 from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
-from . import descriptors, shutdown, transactions_command
+from . import descriptors, shutdown
+from .admin import transactions
 from .config import BrokerConfig, ConfigError, describe_settings
 from .log_levels import apply_log_levels, log_levels_problem
 
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address (default %(default)s)")
     check.add_argument("--timeout", type=float, default=60.0, help="seconds allowed for reading (default %(default)s)")
     check.add_argument("--json", metavar="FILE", help="also write the verdict as JSON to FILE")
-    transactions_command.add_parser(sub)
+    transactions.add_parser(sub)
     cluster = sub.add_parser("cluster", help="try a cluster on one machine: `moldau cluster up`",
                              description="Start an etcd and N brokers on 127.0.0.1; Ctrl-C stops them all.")
     cluster.add_argument("action", choices=["up"])
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "verify":
         return _verify(args)
     if args.command == "transactions":
-        return transactions_command.run(args)
+        return transactions.run(args)
     if args.command == "cluster":
         from .cluster.local_cluster import cluster_up
 

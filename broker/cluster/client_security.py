@@ -7,6 +7,8 @@ SASL_PLAINTEXT / SASL_SSL: sasl.mechanism.inter.broker.protocol (PLAIN, SCRAM-SH
 with the username and password options of the listener's JAAS config for it, e.g.
 `listener.name.internal.plain.sasl.jaas.config=...PlainLoginModule required username="broker"
 password="..." user_broker="...";`. The principal needs ClusterAction on the cluster (or super.users).
+
+The admin tools build theirs from Kafka client properties instead (from_properties: --command-config).
 """
 
 from __future__ import annotations
@@ -87,20 +89,58 @@ def from_config(config: BrokerConfig) -> ClientSecurity:
 
 
 def _tls_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
-    def get(name):
-        return config.for_listener(listener, name)
-
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     try:
-        if get("ssl.truststore.location"):
-            context.load_verify_locations(cafile=get("ssl.truststore.location"))
-        elif get("ssl.truststore.certificates"):
-            context.load_verify_locations(cadata=tls.normalize_pem(get("ssl.truststore.certificates")))
-        password = get("ssl.key.password") or None
-        if get("ssl.keystore.location"):
-            context.load_cert_chain(get("ssl.keystore.location"), password=password)
-        elif get("ssl.keystore.key") and get("ssl.keystore.certificate.chain"):
-            tls.load_cert_chain_text(context, get("ssl.keystore.key"), get("ssl.keystore.certificate.chain"), password)
+        return _context(lambda name: config.for_listener(listener, name))
     except (ssl.SSLError, OSError) as exc:
         raise ConfigError(f"listener {listener}: cannot load the stores the brokers connect with: {exc}") from None
+
+
+def _context(get: Callable[[str], object]) -> ssl.SSLContext:
+    """A client's TLS context from Kafka's ssl.* names (PEM stores) or librdkafka's (ssl.ca.location,
+    ssl.certificate.location, ssl.key.location)."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    if get("ssl.truststore.location") or get("ssl.ca.location"):
+        context.load_verify_locations(cafile=get("ssl.truststore.location") or get("ssl.ca.location"))
+    elif get("ssl.truststore.certificates"):
+        context.load_verify_locations(cadata=tls.normalize_pem(get("ssl.truststore.certificates")))
+    password = get("ssl.key.password") or None
+    if get("ssl.keystore.location"):
+        context.load_cert_chain(get("ssl.keystore.location"), password=password)
+    elif get("ssl.keystore.key") and get("ssl.keystore.certificate.chain"):
+        tls.load_cert_chain_text(context, get("ssl.keystore.key"), get("ssl.keystore.certificate.chain"), password)
+    elif get("ssl.certificate.location") and get("ssl.key.location"):
+        context.load_cert_chain(get("ssl.certificate.location"), get("ssl.key.location"), password=password)
     return context
+
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def from_properties(properties: dict[str, str]) -> ClientSecurity:
+    """A client's security from Kafka client properties (an admin tool's --command-config): security.protocol,
+    sasl.mechanism, sasl.jaas.config (or librdkafka's sasl.username / sasl.password), ssl.truststore.location
+    (or ssl.ca.location), ssl.keystore.* and ssl.endpoint.identification.algorithm ("" skips the host name
+    check). Stores are PEM. ConfigError names the property that is wrong."""
+    protocol = properties.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"security.protocol={protocol}: expected one of {', '.join(PROTOCOLS)}")
+    context = None
+    if protocol in ("SSL", "SASL_SSL"):
+        try:
+            context = _context(lambda name: properties.get(name, "").strip())
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(f"ssl.* properties: cannot load the trust or key store: {exc}") from None
+        if properties.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
+            context.check_hostname = False
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        return ClientSecurity(context)
+    mechanism = properties.get("sasl.mechanism", "GSSAPI").strip().upper()
+    if mechanism not in sasl.IMPLEMENTED:
+        raise ConfigError(f"sasl.mechanism={mechanism}: implemented: {', '.join(sasl.IMPLEMENTED)}")
+    options = jaas.parse(properties["sasl.jaas.config"].strip())[1] if properties.get("sasl.jaas.config") else {}
+    username = options.get("username", properties.get("sasl.username", ""))
+    password = options.get("password", properties.get("sasl.password"))
+    if not username or password is None:
+        raise ConfigError(f"{protocol} with {mechanism} needs sasl.jaas.config with username=\"...\" "
+                          'password="..." (or sasl.username and sasl.password)')
+    return ClientSecurity(context, mechanism, username, password)

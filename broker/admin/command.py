@@ -1,0 +1,71 @@
+"""What every admin tool shares: --bootstrap-server, --command-config and --timeout, and one line and exit
+code 1 for anything that goes wrong (a bad argument, an unreachable cluster, a Kafka error)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from ..cluster import client_security
+from ..config import ConfigError, read_properties
+from .client import AdminClient, AdminError
+
+
+class UsageError(AdminError):
+    """A bad combination of arguments."""
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT]",
+                        help="the brokers to connect to first (default %(default)s)")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*, "
+                             "request.timeout.ms")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help="seconds per request (default: request.timeout.ms of --command-config, else 30)")
+
+
+def connect(args) -> AdminClient:
+    """The client the arguments describe; UsageError for a bad --command-config or --bootstrap-server."""
+    properties = {}
+    if args.command_config:
+        try:
+            properties = read_properties(Path(args.command_config))
+        except OSError as exc:
+            raise UsageError(f"--command-config {args.command_config}: {exc.strerror}") from None
+        except ConfigError as exc:
+            raise UsageError(f"--command-config {exc}") from None
+    try:
+        security = client_security.from_properties(properties)
+        timeout = args.timeout if args.timeout is not None else int(properties.get("request.timeout.ms", 30000)) / 1000
+    except ConfigError as exc:
+        raise UsageError(f"--command-config {args.command_config}: {exc}") from None
+    except ValueError:
+        raise UsageError(f"--command-config {args.command_config}: request.timeout.ms is not a number") from None
+    if timeout <= 0:
+        raise UsageError("--timeout must be more than 0")
+    return AdminClient(args.bootstrap_server, security, timeout_s=timeout)
+
+
+def run(tool: str, args, work: Callable[[AdminClient], Awaitable[int | None]]) -> int:
+    """Connect, run ``work`` and close; its failures become one line on stderr and exit code 1."""
+    async def main() -> int:
+        admin = connect(args)
+        try:
+            await admin.metadata([])  # an unreachable cluster fails here, before any output
+            return await work(admin) or 0
+        finally:
+            admin.close()
+
+    try:
+        return asyncio.run(main())
+    except AdminError as exc:
+        return fail(tool, str(exc))
+
+
+def fail(tool: str, message: str) -> int:
+    print(f"moldau {tool}: {message}", file=sys.stderr)
+    return 1
