@@ -45,6 +45,9 @@ SOFTWARE_VERSION = "1"
 # Newer versions than these name topics by id only; the admin requests here name them.
 _CEILINGS = {"OffsetFetch": 9, "OffsetCommit": 9}
 
+# pauses before trying the brokers again when none answered (one restarting, a refused connection)
+_RECONNECT_BACKOFF_S = (0.1, 0.3)
+
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
@@ -210,13 +213,15 @@ class AdminClient:
                 raise AdminError(f"no broker {node} in the cluster's metadata")
             return await self._send_to((broker.host, broker.port), api, body)
         addresses = list(dict.fromkeys([*self.bootstrap, *((b.host, b.port) for b in self.brokers.values())]))
-        for i, address in enumerate(addresses):
-            try:
-                return await self._send_to(address, api, body)
-            except _Unreachable:
-                if i == len(addresses) - 1:
-                    raise
-        raise AssertionError("unreachable")
+        for backoff in (*_RECONNECT_BACKOFF_S, None):
+            for address in addresses:
+                try:
+                    return await self._send_to(address, api, body)
+                except _Unreachable:
+                    if backoff is None and address == addresses[-1]:
+                        raise
+            await asyncio.sleep(backoff)
+        raise AssertionError("not reached")
 
     async def send_to_leader(self, topic: str, partition: int, api: str, body: dict | Callable[[int], dict]) -> dict:
         return await self.send(api, body, await self.leader(topic, partition))

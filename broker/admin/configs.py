@@ -120,10 +120,9 @@ async def _describe_resources(admin: AdminClient, args, added, deleted) -> None:
     for name in names:
         if name == "":
             print(f"Default configs for {kind} in the cluster are:")
-            dynamic = 3
         else:
             print(f"{'All' if args.all else 'Dynamic'} configs for {kind[:-1]} {name} are:")
-            dynamic = 1 if kind == "topics" else 2
+        dynamic = _dynamic_source(kind, name)
         configs = await admin.describe_configs(_resource(kind), name, synonyms=True)
         for c in sorted(configs, key=lambda c: c["name"]):
             if args.all or c.get("config_source") == dynamic:
@@ -133,14 +132,21 @@ async def _describe_resources(admin: AdminClient, args, added, deleted) -> None:
                       f"synonyms={{{synonyms}}}")
 
 
+def _dynamic_source(kind: str, name: str) -> int:
+    """The config source of what was set on this entity itself (DescribeConfigs' numbering)."""
+    return 1 if kind == "topics" else 2 if name else 3
+
+
 def _text(value) -> str:
     return "null" if value is None else value
 
 
 async def _alter_resource(admin: AdminClient, args, added: dict[str, str], deleted: list[str]) -> None:
     kind, name = args.entity_type[0], args.entity_names[0]
-    if deleted:
-        current = {c["name"] for c in await admin.describe_configs(_resource(kind), name)}
+    if deleted:  # only a config set on the entity itself can be deleted, as in Kafka
+        dynamic = _dynamic_source(kind, name)
+        current = {c["name"] for c in await admin.describe_configs(_resource(kind), name)
+                   if c.get("config_source") == dynamic}
         unknown = [k for k in deleted if k not in current]
         if unknown:
             raise UsageError(f"Invalid config(s): {','.join(unknown)}")
