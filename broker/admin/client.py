@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -37,6 +38,8 @@ from protocol.frames import API_KEYS
 from ..cluster.client_security import ClientSecurity
 from ..cluster.network import BrokerConnection
 from ..errors import ErrorCode
+from ..security import authorizer
+from ..security.authorizer import AclBinding  # as a filter, None names and hosts match any
 from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
 
 CLIENT_ID = "moldau-admin"
@@ -51,15 +54,19 @@ _RECONNECT_BACKOFF_S = (0.1, 0.3)
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
-# Kafka's resource types (AclResourceType / ConfigResource.Type)
-RESOURCE_TYPES = {"unknown": 0, "any": 1, "topic": 2, "group": 3, "cluster": 4, "transactional_id": 5,
-                  "delegation_token": 6, "user": 7}
-CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8
-PATTERN_TYPES = {"unknown": 0, "any": 1, "match": 2, "literal": 3, "prefixed": 4}
-OPERATIONS = {"unknown": 0, "any": 1, "all": 2, "read": 3, "write": 4, "create": 5, "delete": 6, "alter": 7,
-              "describe": 8, "cluster_action": 9, "describe_configs": 10, "alter_configs": 11,
-              "idempotent_write": 12, "create_tokens": 13, "describe_tokens": 14}
-PERMISSIONS = {"unknown": 0, "any": 1, "deny": 2, "allow": 3}
+
+
+def _snake_names(codes: dict[str, int]) -> dict[str, int]:
+    """The authorizer's tables of Kafka's ACL codes, by snake_case name ("transactional_id"), with "unknown"."""
+    return {"unknown": 0, **{re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower(): code for name, code in codes.items()}}
+
+
+# Kafka's ACL codes (AclResourceType, PatternType, AclOperation, AclPermissionType)
+RESOURCE_TYPES = _snake_names(authorizer.RESOURCE_TYPES)
+PATTERN_TYPES = _snake_names(authorizer.PATTERN_TYPES)
+OPERATIONS = _snake_names(authorizer.OPERATIONS)
+PERMISSIONS = _snake_names(authorizer.PERMISSIONS)
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8  # ConfigResource.Type
 CONFIG_SET, CONFIG_DELETE = 0, 1  # IncrementalAlterConfigs operations
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2  # DescribeClientQuotas match types
 
@@ -159,17 +166,6 @@ class GroupDescription:
     protocol: str
     members: list[GroupMember]
     coordinator: Broker
-
-
-@dataclass
-class AclBinding:
-    resource_type: int
-    resource_name: str
-    pattern_type: int
-    principal: str
-    host: str
-    operation: int
-    permission: int
 
 
 class AdminClient:
@@ -428,6 +424,11 @@ class AdminClient:
         (result,) = answer["results"]
         check(f"describe configs of {name or 'the default'}", result["error_code"], result["error_message"])
         return result["configs"]
+
+    async def min_insync_replicas(self, topic: str) -> int:
+        """The topic's min.insync.replicas (its own, else the broker's)."""
+        configs = await self.describe_configs(CONFIG_TOPIC, topic, ["min.insync.replicas"])
+        return int(next((c["value"] for c in configs if c["name"] == "min.insync.replicas"), None) or 1)
 
     async def alter_configs(self, resource_type: int, name: str, set_: dict[str, str], delete: Iterable[str] = (),
                             validate_only: bool = False) -> None:

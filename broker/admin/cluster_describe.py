@@ -9,7 +9,7 @@ brokers only), so they are not shown; a Moldau broker's are its etcd.connect set
 from __future__ import annotations
 
 from . import command
-from .client import CONFIG_TOPIC, AdminClient
+from .client import AdminClient
 
 TOOL = "cluster describe"
 
@@ -27,8 +27,7 @@ async def health(admin: AdminClient) -> dict[str, int]:
     meta = await admin.metadata()
     counts = {"topics": len(meta.topics), "partitions": 0, "under_replicated": 0, "under_min_isr": 0, "offline": 0}
     for topic in meta.topics.values():
-        configs = await admin.describe_configs(CONFIG_TOPIC, topic.name, ["min.insync.replicas"])
-        min_isr = int(next((c["value"] for c in configs if c["name"] == "min.insync.replicas"), "1") or 1)
+        min_isr = await admin.min_insync_replicas(topic.name)
         for p in topic.partitions.values():
             counts["partitions"] += 1
             counts["under_replicated"] += len(p.isr) < len(p.replicas)

@@ -144,7 +144,7 @@ async def _describe(admin: AdminClient, args) -> None:
         configs = await admin.describe_configs(CONFIG_TOPIC, t.name)
         overrides = [f"{c['name']}={c['value']}" for c in configs
                      if c.get("config_source", DEFAULT_CONFIG) != DEFAULT_CONFIG and not c.get("is_default")]
-        min_isr = int(next((c["value"] for c in configs if c["name"] == "min.insync.replicas"), "1") or 1)
+        min_isr = int(next((c["value"] for c in configs if c["name"] == "min.insync.replicas"), None) or 1)
         partitions = [t.partitions[i] for i in sorted(t.partitions)]
         if not reports and (not args.topics_with_overrides or overrides):
             id_text = "" if t.topic_id in (None, uuid.UUID(int=0)) else f"\tTopicId: {topic_id(t.topic_id)}"
