@@ -78,7 +78,7 @@ def _check(args) -> None:
     if args.describe and sum(map(bool, (args.members, args.offsets, args.state is not None))) > 1:
         raise UsageError("--describe takes one of --members, --offsets and --state")
     if args.reset_offsets:
-        chosen = [s for s in SCENARIOS if getattr(args, s) not in (None, False)]
+        chosen = [s for s in SCENARIOS if _given(args, s)]
         if len(chosen) != 1:
             raise UsageError("--reset-offsets needs one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
                              "--shift-by")
@@ -86,10 +86,15 @@ def _check(args) -> None:
             raise UsageError("--reset-offsets needs --topic or --all-topics (one of them)")
         if args.to_datetime is not None:
             args.timestamp_ms = parse_datetime(args.to_datetime)
-    elif args.topic or args.all_topics or any(getattr(args, s) not in (None, False) for s in SCENARIOS) \
+    elif args.topic or args.all_topics or any(_given(args, s) for s in SCENARIOS) \
             or args.execute or args.dry_run:
         raise UsageError("--topic, --all-topics, the --to-* and --shift-by scenarios, --dry-run and --execute go "
                          "with --reset-offsets")
+
+
+def _given(args, scenario: str) -> bool:
+    value = getattr(args, scenario)
+    return value is not None and value is not False  # --to-offset 0 and --shift-by 0 are given
 
 
 def parse_datetime(text: str) -> int:

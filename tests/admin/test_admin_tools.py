@@ -201,6 +201,7 @@ def test_offset_resets_take_effect(broker):
     assert reset("--topic", "replay", "--to-earliest") == {("replay", 0): 0, ("replay", 1): 0}
     assert reset("--topic", "replay", "--to-earliest", "--dry-run") == {("replay", 0): 0, ("replay", 1): 0}
     assert committed(bs, "replay-app", "replay", 2) == {0: 10, 1: 10}, "a dry run changes nothing"
+    assert reset("--topic", "replay", "--to-offset", "0") == {("replay", 0): 0, ("replay", 1): 0}
 
     assert reset("--topic", "replay:0", "--to-offset", "4", "--execute") == {("replay", 0): 4}
     assert committed(bs, "replay-app", "replay", 2) == {0: 4, 1: 10}
@@ -402,3 +403,25 @@ def test_command_config_and_one_line_failures(broker, tmp_path):
         one_line_failure(moldau(name, f"127.0.0.1:{free_port()}", *args), "cannot reach")
         one_line_failure(moldau(name, "no-port", *args), "'no-port' is not host:port")
     one_line_failure(moldau("consumer-groups", broker.bootstrap, "--describe"), "--group")
+
+
+def test_command_config_with_tls_and_a_client_certificate(start_broker, certs, tmp_path):
+    from helpers.security import tls_listener
+
+    b = start_broker(tls_listener(certs, client_auth="required"))
+    mutual = tmp_path / "tls.properties"
+    mutual.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={certs.ca}\n"
+                      f"ssl.keystore.type=PEM\nssl.keystore.location={certs.client_pem}\n")
+    librdkafka = tmp_path / "librdkafka.properties"
+    librdkafka.write_text(f"security.protocol=SSL\nssl.ca.location={certs.ca}\n"
+                          f"ssl.certificate.location={certs.client_cert}\nssl.key.location={certs.client_key}\n")
+    for config in (mutual, librdkafka):
+        assert ok(moldau("cluster describe", b.bootstrap, config=config)).startswith("Cluster ID: ")
+
+    no_certificate = tmp_path / "no-cert.properties"
+    no_certificate.write_text(f"security.protocol=SSL\nssl.truststore.location={certs.ca}\n")
+    one_line_failure(moldau("topics", b.bootstrap, "--list", config=no_certificate), b.bootstrap)
+    untrusted = tmp_path / "untrusted.properties"
+    untrusted.write_text(f"security.protocol=SSL\nssl.truststore.location={certs.rogue_cert}\n"
+                         f"ssl.keystore.location={certs.client_pem}\n")
+    one_line_failure(moldau("topics", b.bootstrap, "--list", config=untrusted), "CERTIFICATE_VERIFY_FAILED")

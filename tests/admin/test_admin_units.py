@@ -92,3 +92,28 @@ def test_consumer_assignment_bytes():
 
     assert client._assigned(assignment({"a": [0, 2], "b": [1]})) == [("a", 0), ("a", 2), ("b", 1)]
     assert client._assigned(b"") == [] and client._assigned(b"\x00\x01\x00\x00\x00\x05xx") == []
+
+
+def test_a_broker_that_never_answers_is_a_timeout_in_one_line():
+    import asyncio
+
+    async def main() -> tuple[int, str]:
+        held = []
+
+        async def accept(reader, writer):  # takes the request, never answers
+            held.append(writer)
+
+        server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with client.AdminClient(f"127.0.0.1:{port}", timeout_s=0.3):
+                return port, "no error"
+        except AdminError as exc:
+            return port, str(exc)
+        finally:
+            server.close()
+            for writer in held:
+                writer.close()
+
+    port, message = asyncio.run(main())
+    assert message == f"ApiVersions to 127.0.0.1:{port}: no answer within 0.3 s"
