@@ -21,6 +21,7 @@ _PERMISSION_NAMES = {code: name.upper() for name, code in PERMISSIONS.items()}
 def add_parser(sub) -> None:
     parser = sub.add_parser(TOOL, help="add, remove and list ACLs (like kafka-acls.sh)",
                             description="Add, remove and list ACLs, as kafka-acls.sh does.")
+    command.one_line_errors(parser, TOOL)
     command.add_connection_arguments(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--add", action="store_true", help="add ACLs")

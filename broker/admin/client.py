@@ -55,7 +55,6 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
 
-
 def _snake_names(codes: dict[str, int]) -> dict[str, int]:
     """The authorizer's tables of Kafka's ACL codes, by snake_case name ("transactional_id"), with "unknown"."""
     return {"unknown": 0, **{re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower(): code for name, code in codes.items()}}
@@ -284,9 +283,10 @@ class AdminClient:
             if exc.errno is None:  # ClientSecurity's: the SASL login was refused, not the connection
                 raise AdminError(f"{_text(address)} refused the login: {exc}") from None
             raise _Unreachable(f"cannot reach {_text(address)}: {exc.strerror}") from None
-        except (OSError, EOFError) as exc:  # refused, reset, TLS failure, or closed (as on a refused login)
-            what = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc) or type(exc).__name__)
-            raise _Unreachable(f"{api} to {_text(address)}: {what}") from None
+        except EOFError:  # as a SASL listener does to a client that did not log in
+            raise _Unreachable(f"{api} to {_text(address)}: the broker closed the connection") from None
+        except OSError as exc:  # refused, reset, a TLS failure
+            raise _Unreachable(f"{api} to {_text(address)}: {exc.strerror or exc}") from None
         except (ValueError, struct.error, IndexError) as exc:  # not a Kafka broker's answer
             raise AdminError(f"{api} to {_text(address)}: cannot read the answer ({exc})") from None
 

@@ -36,6 +36,7 @@ def add_parser(sub) -> None:
                                        "(like kafka-configs.sh)",
                             description="Describe and alter the configs of topics and brokers, and the quotas and "
                                         "SCRAM credentials of users and clients, as kafka-configs.sh does.")
+    command.one_line_errors(parser, TOOL)
     command.add_connection_arguments(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="list the configs of the entity")

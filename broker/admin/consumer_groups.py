@@ -28,6 +28,7 @@ def add_parser(sub) -> None:
                                        "(like kafka-consumer-groups.sh)",
                             description="List consumer groups, describe their offsets, lag and members, reset "
                                         "their offsets and delete them, as kafka-consumer-groups.sh does.")
+    command.one_line_errors(parser, TOOL)
     command.add_connection_arguments(parser)
     parser.add_argument("--timeout", type=int, metavar="MS", help="milliseconds per request (default: "
                         "request.timeout.ms of --command-config, else 30000)")

@@ -403,6 +403,12 @@ def test_command_config_and_one_line_failures(broker, tmp_path):
         one_line_failure(moldau(name, f"127.0.0.1:{free_port()}", *args), "cannot reach")
         one_line_failure(moldau(name, "no-port", *args), "'no-port' is not host:port")
     one_line_failure(moldau("consumer-groups", broker.bootstrap, "--describe"), "--group")
+    for tool, args, named in (("topics", ["--list", "--partitions", "x"], "--partitions"),
+                              ("topics", ["--list", "--bogus"], "--bogus"),
+                              ("acls", ["--list", "--add"], "--add"),
+                              ("transactions", ["describe"], "--transactional-id"),
+                              ("cluster describe", ["--brokers-please"], "--brokers-please")):
+        one_line_failure(moldau(tool, broker.bootstrap, *args), named)
 
 
 def test_command_config_with_tls_and_a_client_certificate(start_broker, certs, tmp_path):
