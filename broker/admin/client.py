@@ -347,7 +347,8 @@ class AdminClient:
                 raise
             meta = await self.metadata([])
             return {"cluster_id": meta.cluster_id, "controller_id": meta.controller_id, "brokers": [
-                {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in meta.brokers.values()]}
+                {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in meta.brokers.values()]}
         check("DescribeCluster", answer["error_code"], answer["error_message"])
         return answer
 

@@ -29,6 +29,13 @@ def one_line_errors(parser: argparse.ArgumentParser, tool: str) -> argparse.Argu
     return parser
 
 
+def tool_parser(sub, tool: str, help: str, description: str) -> argparse.ArgumentParser:
+    """A tool's subcommand with one-line errors and the connection arguments."""
+    parser = one_line_errors(sub.add_parser(tool, help=help, description=description), tool)
+    add_connection_arguments(parser)
+    return parser
+
+
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT]",
                         help="the brokers to connect to first (default %(default)s)")

@@ -24,12 +24,10 @@ SCENARIOS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser(TOOL, help="list, describe, reset and delete consumer groups "
-                                       "(like kafka-consumer-groups.sh)",
-                            description="List consumer groups, describe their offsets, lag and members, reset "
-                                        "their offsets and delete them, as kafka-consumer-groups.sh does.")
-    command.one_line_errors(parser, TOOL)
-    command.add_connection_arguments(parser)
+    parser = command.tool_parser(
+        sub, TOOL, help="list, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)",
+        description="List consumer groups, describe their offsets, lag and members, reset their offsets and "
+                    "delete them, as kafka-consumer-groups.sh does.")
     parser.add_argument("--timeout", type=int, metavar="MS", help="milliseconds per request (default: "
                         "request.timeout.ms of --command-config, else 30000)")
     actions = parser.add_mutually_exclusive_group(required=True)
@@ -187,7 +185,8 @@ def _print_members(group: GroupDescription, verbose: bool) -> None:
     instance = any(m.group_instance_id for m in members)
     widths = {"group": max(15, len(group.group_id)), "id": max([15, *(len(m.member_id) for m in members)]),
               "instance": max([17, *(len(m.group_instance_id or "") for m in members)]),
-              "host": max([15, *(len(m.host) for m in members)]), "client": max([15, *(len(m.client_id) for m in members)])}
+              "host": max([15, *(len(m.host) for m in members)]),
+              "client": max([15, *(len(m.client_id) for m in members)])}
 
     def line(g, i, gi, h, c, n, assignment=None) -> str:
         cells = [f"{g:<{widths['group']}}", f"{i:<{widths['id']}}"] + (

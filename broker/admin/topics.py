@@ -24,10 +24,9 @@ REPORTS = ("under_replicated_partitions", "unavailable_partitions", "under_min_i
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser(TOOL, help="create, list, describe, alter and delete topics (like kafka-topics.sh)",
-                            description="Create, delete, describe, or change a topic, as kafka-topics.sh does.")
-    command.one_line_errors(parser, TOOL)
-    command.add_connection_arguments(parser)
+    parser = command.tool_parser(
+        sub, TOOL, help="create, list, describe, alter and delete topics (like kafka-topics.sh)",
+        description="Create, delete, describe, or change a topic, as kafka-topics.sh does.")
     actions = parser.add_mutually_exclusive_group(required=True)
     for action, text in (("--create", "create a new topic"), ("--list", "list all available topics"),
                          ("--describe", "list details for the given topics"),

@@ -125,12 +125,10 @@ def _none(value: int) -> str:
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser(
-        TOOL, help="list, describe and abort transactions (like kafka-transactions.sh)",
+    parser = command.tool_parser(
+        sub, TOOL, help="list, describe and abort transactions (like kafka-transactions.sh)",
         description="List and describe transactions and the producers of a partition; find transactions that "
                     "hold a partition's last stable offset with no coordinator to end them, and abort them.")
-    command.one_line_errors(parser, TOOL)
-    command.add_connection_arguments(parser)
     actions = parser.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="list the transactions every broker coordinates")
     listing.add_argument("--state", action="append", default=[], help="only transactions in this state (repeatable)")

@@ -58,14 +58,16 @@ def produce(bootstrap: str, topic: str, counts: dict[int, int], timestamp_ms: in
     p = Producer({"bootstrap.servers": bootstrap, **COMMON})
     for partition, n in counts.items():
         for i in range(n):
-            p.produce(topic, value=b"v%d" % i, partition=partition, **({"timestamp": timestamp_ms} if timestamp_ms else {}))
+            p.produce(topic, value=b"v%d" % i, partition=partition,
+                      **({"timestamp": timestamp_ms} if timestamp_ms else {}))
     assert p.flush(30) == 0
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **COMMON})
     try:
-        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)], 30)}
+        asked = [TopicPartition(topic, p) for p in range(partitions)]
+        return {tp.partition: tp.offset for tp in c.committed(asked, 30)}
     finally:
         c.close()
 
