@@ -9,6 +9,7 @@ Use::
         meta = await admin.metadata()                     # ClusterMetadata: brokers, controller, topics
         await admin.create_topics([NewTopic("t", 3, 1, {"cleanup.policy": "compact"})])
         offsets = await admin.list_group_offsets("g")     # {(topic, partition): offset}
+        lag = await admin.group_lag(await admin.describe_group("g"))  # [PartitionLag], as kafka-consumer-groups
 
 Routing (Kafka's admin client's): ``send(api, body)`` goes to any broker, ``node=`` to one broker,
 ``send_to_leader`` to a partition's leader, ``send_to_coordinator`` to a group's or transactional id's
@@ -165,6 +166,21 @@ class GroupDescription:
     protocol: str
     members: list[GroupMember]
     coordinator: Broker
+
+
+@dataclass
+class PartitionLag:
+    """One partition of a group: its committed offset and log end offset (None where there is none), the lag
+    between them, and the member it is assigned to (None: no member)."""
+    topic: str
+    partition: int
+    committed: int | None
+    log_end: int | None
+    member: GroupMember | None
+
+    @property
+    def lag(self) -> int | None:
+        return None if self.committed is None or self.log_end is None else self.log_end - self.committed
 
 
 class AdminClient:
@@ -551,6 +567,17 @@ class AdminClient:
                 if p["committed_offset"] >= 0:
                     found[(t["name"], p["partition_index"])] = p["committed_offset"]
         return found
+
+    async def group_lag(self, group: GroupDescription) -> list[PartitionLag]:
+        """Kafka's lag rows of a described group: the members' partitions (larger assignments first), then the
+        partitions the group has offsets for and no member holds. Log ends are each leader's latest offset."""
+        committed = await self.list_group_offsets(group.group_id)
+        assigned = sorted((m for m in group.members if m.assignment), key=lambda m: -len(m.assignment))
+        owned = {tp for m in assigned for tp in m.assignment}
+        partitions = sorted(owned | set(committed))
+        ends = await self.list_offsets(partitions, LATEST) if partitions else {}
+        rows = [PartitionLag(*tp, committed.get(tp), ends.get(tp), m) for m in assigned for tp in sorted(m.assignment)]
+        return rows + [PartitionLag(*tp, committed[tp], ends.get(tp), None) for tp in sorted(set(committed) - owned)]
 
     async def alter_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
         """Commit ``offsets`` for a group without members (as Kafka's admin client does)."""

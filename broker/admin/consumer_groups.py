@@ -13,7 +13,7 @@ import sys
 
 from ..errors import ErrorCode
 from . import command
-from .client import EARLIEST, LATEST, AdminClient, GroupDescription, KafkaError, error_name
+from .client import EARLIEST, LATEST, AdminClient, GroupDescription, KafkaError, PartitionLag, error_name
 from .command import UsageError
 
 TOOL = "consumer-groups"
@@ -137,26 +137,12 @@ def _note_state(group: GroupDescription) -> None:
         print(f"\nWarning: Consumer group '{group.group_id}' is rebalancing.", file=sys.stderr)
 
 
-async def lag_rows(admin: AdminClient, group: GroupDescription) -> list[tuple]:
-    """kafka-consumer-groups --describe's rows: (group, topic, partition, current offset, log end offset, lag,
-    consumer id, host, client id); "-" where there is none."""
-    committed = await admin.list_group_offsets(group.group_id)
-    assigned = sorted((m for m in group.members if m.assignment), key=lambda m: -len(m.assignment))
-    owned = {tp for m in assigned for tp in m.assignment}
-    partitions = sorted(owned | set(committed))
-    ends = await admin.list_offsets(partitions, LATEST) if partitions else {}
-    rows = []
-    for m in assigned:
-        for tp in sorted(m.assignment):
-            rows.append(_row(group.group_id, tp, committed.get(tp), ends.get(tp), m.member_id, m.host, m.client_id))
-    for tp in sorted(set(committed) - owned):
-        rows.append(_row(group.group_id, tp, committed[tp], ends.get(tp), MISSING, MISSING, MISSING))
-    return rows
-
-
-def _row(group_id, tp, offset, end, consumer, host, client) -> tuple:
-    lag = end - offset if offset is not None and end is not None else None
-    return (group_id, tp[0], tp[1], *(MISSING if v is None else v for v in (offset, end, lag)), consumer, host, client)
+def lag_row(group_id: str, row: PartitionLag) -> tuple:
+    """kafka-consumer-groups --describe's row: group, topic, partition, current offset, log end offset, lag,
+    consumer id, host, client id; "-" where there is none."""
+    member = (row.member.member_id, row.member.host, row.member.client_id) if row.member else (MISSING,) * 3
+    return (group_id, row.topic, row.partition,
+            *(MISSING if v is None else v for v in (row.committed, row.log_end, row.lag)), *member)
 
 
 async def _describe(admin: AdminClient, args) -> None:
@@ -168,7 +154,7 @@ async def _describe(admin: AdminClient, args) -> None:
         elif args.state is not None:
             _print_state(group)
         else:
-            rows = await lag_rows(admin, group)
+            rows = [lag_row(group_id, r) for r in await admin.group_lag(group)]
             if rows:
                 widths = [max(15, *(len(str(r[i])) for r in rows)) for i in (0, 1, 6, 7)]
                 fmt = "{:<%d} {:<%d} {:<10} {:<15} {:<15} {:<15} {:<%d} {:<%d} {}" % tuple(widths)
