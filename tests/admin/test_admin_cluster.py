@@ -59,6 +59,18 @@ def test_tools_on_a_three_broker_cluster(start_cluster):
         [TopicPartition("spread", p) for p in produced], 30)} == produced
     check.close()
 
+    # a transaction, listed by its coordinator whichever broker that is
+    txn = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "spread-tx", **COMMON})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce("spread", value=b"t", partition=0)
+    assert txn.flush(30) == 0
+    (listed,) = [r for r in table(ok(moldau("transactions", first, "list"))) if r["TransactionalId"] == "spread-tx"]
+    (described,) = table(ok(moldau("transactions", first, "describe", "--transactional-id", "spread-tx")))
+    assert (listed["Coordinator"], listed["TransactionState"]) == (described["CoordinatorId"], "Ongoing")
+    assert described["TopicPartitions"] == "spread-0"
+    txn.abort_transaction(30)
+
     lines = ok(moldau("cluster describe", first)).splitlines()
     assert lines[1] == f"Controller: {cluster.metadata().controller_id}" and lines[2] == "Brokers: 3"
     assert [fields(line)["Broker"] for line in lines[3:6]] == ["1", "2", "3"]
