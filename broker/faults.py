@@ -47,8 +47,8 @@ MOLDAU_FAULT_FAIL_TASKS_FILE=PATH: background tasks fail on demand. The
 broker takes PATH (renames it away) as soon as it appears, and every
 supervised task it names (one name a line, as the supervisor names them:
 isr-expiration, ReplicaFetcherThread-0-2, ...) fails where it waits, as if
-an error no code path expects had ended its run; a name of a task not
-running yet fails that task once it runs. The supervisor must log it and
+an error no code path expects had ended its run; a task not running yet
+(a coordinator's load of a partition it is about to lead) fails as it starts. The supervisor must log it and
 restart the task, and the task's work must go on. A relative PATH is taken
 in the broker's log directory, as for the slow disk.
 
@@ -199,6 +199,10 @@ def replication_wait_delay_s() -> float:
 def topic_write_delay_s() -> float:
     """How long each etcd transaction of a topic creation or growth waits; 0 by default."""
     return _env_count(DELAY_TOPIC_WRITE_ENV, 1) / 1000
+
+
+class InjectedFailure(RuntimeError):
+    """What a task the task-failure fault names raises when it starts."""
 
 
 class TaskFailer:

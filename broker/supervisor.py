@@ -43,6 +43,7 @@ class Supervisor:
         self._spawned: set[asyncio.Task] = set()
         self._running: set[asyncio.Task] = set()  # tasks in a run of their coroutine (not waiting to restart)
         self._failing: set[str] = set()  # tasks cancelled by the fault injection: failures, not stops
+        self._to_fail: set[str] = set()  # named by the fault injection, not running yet: they fail as they start
         self._failer = failer
 
     def start(self, name: str, factory: Factory) -> asyncio.Task:
@@ -105,6 +106,10 @@ class Supervisor:
             started = loop.time()
             self._running.add(this)
             try:
+                if name in self._to_fail:
+                    self._to_fail.discard(name)
+                    raise faults.InjectedFailure(f"fault injection ({faults.FAIL_TASKS_FILE_ENV}): {name} fails as it "
+                                                 "starts")
                 await factory()
                 return
             except asyncio.CancelledError as exc:
@@ -113,31 +118,32 @@ class Supervisor:
                 self._failing.discard(name)
                 this.uncancel()
                 failure: BaseException = exc
-                what = f"failed (fault injection: {faults.FAIL_TASKS_FILE_ENV})"
             except Exception as exc:
-                failure, what = exc, "failed"
+                failure = exc
             finally:
                 self._running.discard(this)
             if loop.time() - started >= HEALTHY_S:
                 backoff = INITIAL_BACKOFF_S
             self.restarts[name] += 1
-            log.error("background task %s %s; restarting it in %.1fs (restart %d)", name, what, backoff,
+            injected = isinstance(failure, (asyncio.CancelledError, faults.InjectedFailure))
+            log.error("background task %s failed%s; restarting it in %.1fs (restart %d)", name,
+                      f" (fault injection: {faults.FAIL_TASKS_FILE_ENV})" if injected else "", backoff,
                       self.restarts[name], exc_info=failure)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     async def _inject_failures(self) -> None:
-        """Test-only (faults.TaskFailer): a task the fault's file names is cancelled where it waits, and its
-        supervision takes that as the failure of its run."""
-        pending: set[str] = set()
+        """Test-only (faults.TaskFailer): a running task the fault's file names is cancelled where it waits, and
+        its supervision takes that as the failure of its run; one not running fails as it starts."""
         while True:
             await asyncio.sleep(FAULT_POLL_S)
-            pending |= self._failer.take()
-            for name in [n for n in pending if self.tasks.get(n) in self._running]:
-                pending.discard(name)
-                log.warning("fault injection (%s): failing background task %s", faults.FAIL_TASKS_FILE_ENV, name)
-                self._failing.add(name)
-                self.tasks[name].cancel()
+            for name in self._failer.take():
+                if self.tasks.get(name) in self._running:
+                    log.warning("fault injection (%s): failing background task %s", faults.FAIL_TASKS_FILE_ENV, name)
+                    self._failing.add(name)
+                    self.tasks[name].cancel()
+                else:
+                    self._to_fail.add(name)
 
     # ---- metrics (a prometheus-client collector, registered by BrokerMetrics) ----------------
 

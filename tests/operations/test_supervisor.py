@@ -163,14 +163,18 @@ def test_the_task_failure_fault_fails_the_named_task_where_it_waits_and_the_metr
         before = len(ticks)
         await asyncio.sleep(0.4)  # restarted after 0.1 s: ticking again
         assert len(ticks) > before
+        sup.start("not-running-yet", ticking)  # named before it ran: it fails as it starts, then runs
+        await asyncio.sleep(0.4)
+        assert sup.restarts["not-running-yet"] == 1 and sup.running("not-running-yet")
         return sup
 
     with caplog.at_level(logging.ERROR, logger="moldau.supervisor"):
         sup = asyncio.run(main())
     assert not fault.exists()  # taken: it fails the task once
-    assert dict(sup.restarts) == {"ticker": 1}
-    (record,) = failures(caplog)
-    assert record.getMessage().startswith("background task ticker failed (fault injection")
+    assert dict(sup.restarts) == {"ticker": 1, "not-running-yet": 1}
+    first, second = failures(caplog)
+    assert first.getMessage().startswith("background task ticker failed (fault injection")
+    assert second.getMessage().startswith("background task not-running-yet failed (fault injection")
     registry = CollectorRegistry()
     registry.register(sup)
     text = generate_latest(registry).decode()
