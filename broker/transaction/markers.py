@@ -104,7 +104,7 @@ class TransactionMarkerChannelManager:
                 if [r["producer_id"] for r in results] != [m["producer_id"] for m, _ in batch]:
                     raise ValueError("the response names other producers than the request")
             except (Exception, asyncio.CancelledError) as exc:  # cancelled: its markers are sent again
-                failure = exc if isinstance(exc, Exception) else ConnectionError(f"the sender to broker {node_id} stopped")
+                failure = exc if isinstance(exc, Exception) else ConnectionError(f"sender to {node_id} stopped")
                 for _, future in batch:
                     if not future.done():
                         future.set_exception(failure)

@@ -1,17 +1,18 @@
 """A standalone broker's background tasks fail (MOLDAU_FAULT_FAIL_TASKS_FILE) and go on: each failure is logged
 once with its traceback and counted on the metrics port, and each task's work resumes -- the acceptor accepts,
 retention deletes, the cleaner cleans, idle producers, timed-out transactions, expired offsets and idle
-connections go, the loop-lag sampler samples."""
+connections go, transaction markers are sent, the loop-lag sampler samples."""
 
 import socket
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 from helpers.groups import wait_until
 from helpers.kafka import admin, consumer, flush, producer, watermarks
-from helpers.supervision import ENV, fail_tasks, failures_logged, restarts
+from helpers.supervision import ENV, FAIL_FILE, fail_tasks, failures_logged, request_failures, restarts, wait_failed
 
 from conftest import free_port
 
@@ -33,8 +34,6 @@ TASKS = [
 
 
 def _lag_samples(port: int) -> float:
-    import urllib.request
-
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         text = response.read().decode()
     return next(float(line.split()[-1]) for line in text.splitlines()
@@ -108,7 +107,11 @@ def test_every_standalone_background_task_restarts_after_a_failure_and_does_its_
     wait_until(lambda: "idle" not in {g.group_id for g in a.list_consumer_groups().result(10).valid}, 30,
                "the idle group's offsets to expire")
 
-    # a transaction open past its timeout is aborted
+    # a transaction open past its timeout is aborted; the marker sender fails as it starts and is restarted,
+    # so the abort completes and the next producer of the id commits
+    sender = "TxnMarkerSenderThread-1"
+    since = request_failures(b, [sender])
+    wait_until(lambda: not (b.data_dir / FAIL_FILE).exists(), 10, "the broker to take the fault")
     txn, _ = producer(b.bootstrap, transactional_id="forgotten", transaction_timeout_ms=2000,
                       socket_timeout_ms=2000, message_timeout_ms=2000)
     txn.init_transactions(30)
@@ -118,6 +121,13 @@ def test_every_standalone_background_task_restarts_after_a_failure_and_does_its_
     b.wait_for_log(r"aborting .*forgotten.*: open for", timeout=30)
     with pytest.raises(KafkaException):
         txn.commit_transaction(30)
+    failed, tracebacks = failures_logged(wait_failed(b, [sender], since))
+    assert failed == [sender] and tracebacks == 1
+    again, _ = producer(b.bootstrap, transactional_id="forgotten")
+    again.init_transactions(30)
+    again.begin_transaction()
+    again.produce("retained", value=b"committed", partition=0)
+    again.commit_transaction(30)
 
     # an idle connection is closed
     with socket.create_connection(("127.0.0.1", b.port), timeout=IDLE_MS / 1000 * 10) as idle:
@@ -127,4 +137,4 @@ def test_every_standalone_background_task_restarts_after_a_failure_and_does_its_
     # the loop-lag sampler samples again
     assert _lag_samples(port) > lag_before
     time.sleep(1)
-    assert restarts(port) == {name: 1 for name in TASKS}  # none failed again
+    assert restarts(port) == {name: 1 for name in TASKS + [sender]}  # none failed again
