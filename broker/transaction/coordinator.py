@@ -340,7 +340,7 @@ class TransactionCoordinator:
         return error
 
     def _write_markers(self, txn: TransactionMetadata) -> None:
-        task = asyncio.get_running_loop().create_task(self._complete(
+        task = self.supervisor.spawn(self._complete(  # (an error it did not expect is logged)
             txn, txn.producer_id, txn.producer_epoch, txn.state == PREPARE_COMMIT, txn.partitions))
         self._tasks[txn.transactional_id] = task
         task.add_done_callback(lambda done: self._task_done(txn.transactional_id, done))
