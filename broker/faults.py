@@ -48,9 +48,10 @@ broker takes PATH (renames it away) as soon as it appears, and every
 supervised task it names (one name a line, as the supervisor names them:
 isr-expiration, ReplicaFetcherThread-0-2, ...) fails where it waits, as if
 an error no code path expects had ended its run; a task not running yet
-(a coordinator's load of a partition it is about to lead) fails as it starts. The supervisor must log it and
-restart the task, and the task's work must go on. A relative PATH is taken
-in the broker's log directory, as for the slow disk.
+(the load of a partition a coordinator is about to lead) fails as it
+starts. The supervisor must log it and restart the task, and the task's
+work must go on. A relative PATH is taken in the broker's log directory,
+as for the slow disk.
 
 MOLDAU_FAULT_IGNORE_CANCELLATION=1: the broker runs a task that goes on when
 cancelled (as a library call may, or a loop whose asyncio.wait_for lost the
