@@ -5,10 +5,10 @@ __transaction_state this broker leads (Kafka's onElection/onResignation):
 on becoming leader it replays the partition in the background (its keys are
 answered COORDINATOR_LOAD_IN_PROGRESS meanwhile; a replay that fails starts
 over, supervised), then serves them; on losing leadership it unloads them
-and answers NOT_COORDINATOR. Its state
-records go to the partition as a leader's appends, stamped with the leader
-epoch, and a request that wrote one is answered once the high watermark has
-passed it (acks=all), so a new coordinator never lacks an acknowledged change.
+and answers NOT_COORDINATOR. Its state records go to the partition as a
+leader's appends, stamped with the leader epoch, and a request that wrote
+one is answered once the high watermark has passed it (acks=all), so a new
+coordinator never lacks an acknowledged change.
 """
 
 from __future__ import annotations
