@@ -27,6 +27,7 @@ from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 from .security import authorizer
 from .security.scram_credentials import CREDENTIALS_FILE, ScramCredentials
 from .security.tls_reload import ListenerContexts
+from .supervisor import Supervisor
 from .transaction import TransactionCoordinator
 from .transaction.state_manager import TRANSACTION_STATE_TOPIC
 
@@ -78,6 +79,7 @@ class Broker:
     def __init__(self, config: BrokerConfig, budget: Budget | None = None):
         self.config = config
         self.budget = budget  # the open-file split (None: not planned, as in tools)
+        self.supervisor = Supervisor(faults.task_failer(config.log_dir))  # every long-lived task runs under it
         self.quotas = ClientQuotas(config.log_dir, config["quota.window.num"], config["quota.window.size.seconds"])
         self.node_id: int = config["node.id"]
         self.host, self.port = config.advertised()
@@ -87,9 +89,10 @@ class Broker:
                                   config["log.cleaner.dedupe.buffer.size"] // DEDUPE_BYTES_PER_KEY)
         self.replicas = ReplicaManager(self)
         self.store = self.replicas.store = _metadata_store(self)
-        self.groups = GroupCoordinator(self.logs, self.replicas, config, self.notify_append)
+        self.groups = GroupCoordinator(self.logs, self.replicas, config, self.notify_append, self.supervisor)
         self.transactions = TransactionCoordinator(
-            self.logs, self.replicas, config, self.producer_ids, self.partition_leader, self.notify_append
+            self.logs, self.replicas, config, self.producer_ids, self.partition_leader, self.notify_append,
+            self.supervisor
         )
         self.kill_after_marker = faults.marker_killer()
         self.fail_marker = faults.marker_failer()

@@ -3,11 +3,12 @@
 A coordinator serves the keys of the partitions of __consumer_offsets or
 __transaction_state this broker leads (Kafka's onElection/onResignation):
 on becoming leader it replays the partition in the background (its keys are
-answered COORDINATOR_LOAD_IN_PROGRESS meanwhile), then serves them; on
-losing leadership it unloads them and answers NOT_COORDINATOR. Its state
-records go to the partition as a leader's appends, stamped with the leader
-epoch, and a request that wrote one is answered once the high watermark has
-passed it (acks=all), so a new coordinator never lacks an acknowledged change.
+answered COORDINATOR_LOAD_IN_PROGRESS meanwhile; a replay that fails starts
+over, supervised), then serves them; on losing leadership it unloads them
+and answers NOT_COORDINATOR. Its state records go to the partition as a
+leader's appends, stamped with the leader epoch, and a request that wrote
+one is answered once the high watermark has passed it (acks=all), so a new
+coordinator never lacks an acknowledged change.
 """
 
 from __future__ import annotations
@@ -49,10 +50,13 @@ def client_error(error: ErrorCode) -> ErrorCode:
 
 
 class OwnedPartitions:
-    """The partitions one coordinator serves: loading or active, each at the leader epoch it was elected in."""
+    """The partitions one coordinator serves: loading or active, each at the leader epoch it was elected in.
+    Each load runs supervised: one that fails is logged and started over, so no partition stays loading
+    for good."""
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, supervisor) -> None:
         self.topic = topic
+        self.supervisor = supervisor
         self.states: dict[int, tuple[str, int]] = {}
         self._loads: dict[int, asyncio.Task] = {}
 
@@ -73,24 +77,22 @@ class OwnedPartitions:
             self.states[partition] = (self.states[partition][0], epoch)
             return
         self.states[partition] = (LOADING, epoch)
-        task = asyncio.get_running_loop().create_task(self._load(partition, load))
+        task = self.supervisor.start(self._load_name(partition), lambda: self._load(partition, load))
         self._loads[partition] = task
+        task.add_done_callback(lambda done: self._loads.pop(partition) if self._loads.get(partition) is done else None)
+
+    def _load_name(self, partition: int) -> str:
+        return f"{self.topic}-{partition}-load"
 
     async def _load(self, partition: int, load: Callable[[int], Awaitable[None]]) -> None:
-        try:
-            await load(partition)  # installs what it replayed without yielding after its last read
-            self.states[partition] = (ACTIVE, self.states[partition][1])
-            log.debug("%s-%d loaded: coordinator at epoch %d", self.topic, partition, self.states[partition][1])
-        except Exception:
-            log.exception("%s-%d: loading failed; its keys stay unserved", self.topic, partition)
-        finally:
-            self._loads.pop(partition, None)
+        await load(partition)  # installs what it replayed without yielding after its last read
+        self.states[partition] = (ACTIVE, self.states[partition][1])
+        log.debug("%s-%d loaded: coordinator at epoch %d", self.topic, partition, self.states[partition][1])
 
     def resign(self, partition: int) -> bool:
         """No longer leader of ``partition``; True if it was loading or served here."""
-        task = self._loads.pop(partition, None)
-        if task is not None:
-            task.cancel()
+        if self._loads.pop(partition, None) is not None:
+            self.supervisor.stop(self._load_name(partition))
         return self.states.pop(partition, None) is not None
 
     async def loaded(self) -> None:

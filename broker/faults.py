@@ -43,6 +43,16 @@ transaction of partition states of a topic creation or growth, the broker sends
 itself SIGKILL -- a creator dead with some partition states in etcd and no topic
 key. No later create of the name may trip over them.
 
+MOLDAU_FAULT_FAIL_TASKS_FILE=PATH: background tasks fail on demand. The
+broker takes PATH (renames it away) as soon as it appears, and every
+supervised task it names (one name a line, as the supervisor names them:
+isr-expiration, ReplicaFetcherThread-0-2, ...) fails where it waits, as if
+an error no code path expects had ended its run; a task not running yet
+(the load of a partition a coordinator is about to lead) fails as it
+starts. The supervisor must log it and restart the task, and the task's
+work must go on. A relative PATH is taken in the broker's log directory,
+as for the slow disk.
+
 MOLDAU_FAULT_IGNORE_CANCELLATION=1: the broker runs a task that goes on when
 cancelled (as a library call may, or a loop whose asyncio.wait_for lost the
 cancellation). A SIGTERM must still end the process within the shutdown's
@@ -68,6 +78,7 @@ DELAY_REPLICATION_WAIT_ENV = "MOLDAU_FAULT_DELAY_REPLICATION_WAIT_MS"
 DELAY_TOPIC_WRITE_ENV = "MOLDAU_FAULT_DELAY_TOPIC_WRITE_STEPS_MS"
 KILL_AFTER_TOPIC_WRITE_ENV = "MOLDAU_FAULT_KILL_AFTER_TOPIC_WRITE_STEPS"
 IGNORE_CANCELLATION_ENV = "MOLDAU_FAULT_IGNORE_CANCELLATION"
+FAIL_TASKS_FILE_ENV = "MOLDAU_FAULT_FAIL_TASKS_FILE"
 
 log = logging.getLogger("moldau.faults")
 
@@ -191,11 +202,36 @@ def topic_write_delay_s() -> float:
     return _env_count(DELAY_TOPIC_WRITE_ENV, 1) / 1000
 
 
-def start_cancellation_ignorer() -> None:
+class InjectedFailure(RuntimeError):
+    """What a task the task-failure fault names raises when it starts."""
+
+
+class TaskFailer:
+    """The names of the background tasks to fail now (none without the variable or the file)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+
+    def take(self) -> set[str]:
+        taken = self.path.with_name(self.path.name + ".taken")
+        try:
+            self.path.rename(taken)  # one look at each file the test writes, however often this runs
+            return set(taken.read_text().split())
+        except OSError:
+            return set()
+
+
+def task_failer(log_dir: Path) -> TaskFailer:
+    """The failer the environment asks for; one that never fails a task by default."""
+    name = os.environ.get(FAIL_TASKS_FILE_ENV)
+    return TaskFailer(log_dir / name if name else None)
+
+
+def start_cancellation_ignorer(supervisor) -> None:
     """Starts the task that ignores cancellation if the environment asks for it."""
     if _env_count(IGNORE_CANCELLATION_ENV, 1):
         log.warning("fault injection (%s): a task that ignores cancellation runs", IGNORE_CANCELLATION_ENV)
-        asyncio.ensure_future(_ignore_cancellation())
+        supervisor.spawn(_ignore_cancellation())
 
 
 async def _ignore_cancellation() -> None:

@@ -84,6 +84,7 @@ class BrokerMetrics:
         self.incremental_fetches = 0  # Fetch requests of an incremental session (KIP-227)
         self.registry = CollectorRegistry()
         self.registry.register(self)
+        self.registry.register(broker.supervisor)  # moldau_background_task_restarts_total{task}
         ProcessCollector(registry=self.registry)
 
     # ---- the request path -------------------------------------------------------------

@@ -252,7 +252,7 @@ class KafkaConnection(asyncio.Protocol):
             raise FrameError(f"{handler.name} v{version} is not supported")
         if len(frame) >= _LARGE_REQUEST_BYTES:
             self.busy = True
-            asyncio.ensure_future(self._handle_large(handler, header, frame, before_authentication))
+            self.broker.supervisor.spawn(self._handle_large(handler, header, frame, before_authentication))
             return
         request, _ = codec.decode(handler.name + "Request", version, frame, header.body_offset)
         self._dispatch(handler, header, frame, request, before_authentication)
@@ -272,7 +272,7 @@ class KafkaConnection(asyncio.Protocol):
         usage = (len(frame), time.perf_counter() - started)  # what client quotas count of this request
         if inspect.isawaitable(result) or len(frame) >= _LARGE_REQUEST_BYTES:
             self.busy = True
-            task = asyncio.ensure_future(self._finish(handler.name, header, result, request, started, usage))
+            task = self.broker.supervisor.spawn(self._finish(handler.name, header, result, request, started, usage))
             if handler.name == "Fetch":  # a joining group member's wait must end for the others, so not those
                 self.parked_fetch = task
             return
@@ -420,12 +420,13 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         log.warning("fault injection: killing the broker after transaction marker %d", broker.kill_after_marker.after)
     if broker.fail_marker.count:
         log.warning("fault injection: the first %d transaction markers fail", broker.fail_marker.count)
-    faults.start_cancellation_ignorer()
+    supervisor = broker.supervisor
+    faults.start_cancellation_ignorer(supervisor)
     tasks = []
     if metrics_socket is not None:
         broker.metrics = BrokerMetrics(broker, connections)
         servers.append(await broker.metrics.serve(metrics_socket))
-        tasks.append(asyncio.ensure_future(broker.metrics.sample_loop_lag()))
+        tasks.append(supervisor.start("event-loop-lag-sampler", broker.metrics.sample_loop_lag))
     quotas = ConnectionQuotas(broker.config, broker.budget.connections if broker.budget else None, broker.quotas,
                               inter_broker_listener(broker.config) if len(bound) > 1 else None)
     request_queue = RequestQueue(broker.config["queued.max.requests"])
@@ -441,15 +442,17 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         else:
             def set_up(client, address, connection=connection):
                 return _connect_accepted(loop, client, connection)
-        servers.append(_Acceptor(sock, asyncio.ensure_future(_accept(sock, listener.name, quotas, set_up))))
+        servers.append(_Acceptor(sock, supervisor.start(f"data-plane-kafka-socket-acceptor-{listener.name}",
+                                                        lambda sock=sock, name=listener.name, set_up=set_up:
+                                                        _accept(sock, name, quotas, set_up, supervisor))))
         log.info("listening on %s (%s)", listener, listener.security_protocol)
     broker.tls_contexts.restore()  # before the first accept runs: no connection gets a store since replaced
-    tasks.append(asyncio.ensure_future(_close_idle_connections(broker, connections)))
-    tasks.append(asyncio.ensure_future(_flush_periodically(broker)))
-    tasks.append(asyncio.ensure_future(_expire_producers_periodically(broker)))
-    tasks.append(asyncio.ensure_future(_apply_retention_periodically(broker)))
+    tasks.append(supervisor.start("connections-max-idle", lambda: _close_idle_connections(broker, connections)))
+    tasks.append(supervisor.start("kafka-log-flusher", lambda: _flush_periodically(broker)))
+    tasks.append(supervisor.start("PeriodicProducerExpirationCheck", lambda: _expire_producers_periodically(broker)))
+    tasks.append(supervisor.start("kafka-log-retention", lambda: _apply_retention_periodically(broker)))
     if broker.config["log.cleaner.enable"]:
-        tasks.append(asyncio.ensure_future(_clean_logs(broker)))
+        tasks.append(supervisor.start("kafka-log-cleaner-thread", _log_cleaner(broker)))
     try:
         await stop.wait()
     finally:
@@ -462,6 +465,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
             conn.transport.close()
         for server in servers:
             await server.wait_closed()
+        supervisor.stop_all()  # what is left: coordinator loads, marker senders, requests' own tasks
 
 
 def _close_least_recently_active(connections: set[KafkaConnection], protected_listener: str) -> None:
@@ -473,7 +477,7 @@ def _close_least_recently_active(connections: set[KafkaConnection], protected_li
             "max.connections reached: closed to make room for an inter-broker connection")
 
 
-async def _accept(sock: socket.socket, listener: str, quotas: ConnectionQuotas, set_up) -> None:
+async def _accept(sock: socket.socket, listener: str, quotas: ConnectionQuotas, set_up, supervisor) -> None:
     """A listener's acceptor: accepts connections until cancelled, each set up (``set_up``: a coroutine
     making its KafkaConnection, after a TLS handshake on a TLS listener) on its own. At
     max.connections it waits for one to close before accepting the next, as Kafka's acceptor does: a new
@@ -493,7 +497,7 @@ async def _accept(sock: socket.socket, listener: str, quotas: ConnectionQuotas, 
             continue
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         quotas.setting_up += 1
-        asyncio.ensure_future(_counted_set_up(quotas, set_up(client, address)))
+        supervisor.spawn(_counted_set_up(quotas, set_up(client, address)))
 
 
 async def _counted_set_up(quotas: ConnectionQuotas, setting_up) -> None:
@@ -568,17 +572,29 @@ async def _apply_retention_periodically(broker: Broker) -> None:
             log.error("retention failed: %s; retrying at the next check", exc)
 
 
-async def _clean_logs(broker: Broker) -> None:
-    """The log cleaner: log.cleaner.threads threads, each cleaning the log most in need, off the event loop."""
+def _log_cleaner(broker: Broker):
+    """The log cleaner's runs: log.cleaner.threads threads each, each cleaning the log most in need, off the
+    event loop. A run after a failed one starts once the passes of the failed one have stopped."""
     threads = broker.config["log.cleaner.threads"]
     # a cleaner thread holding the GIL keeps the event loop waiting up to this long: 5 ms by default
     sys.setswitchinterval(CLEANER_SWITCH_INTERVAL_S)
-    pool = ThreadPoolExecutor(threads, thread_name_prefix="log-cleaner")
-    try:
-        await asyncio.gather(*(_clean_one_at_a_time(broker, pool) for _ in range(threads)))
-    finally:
-        broker.cleaner.stopped.set()  # a pass under way stops at its next read or write
-        pool.shutdown(wait=False)
+    pools: list[ThreadPoolExecutor] = []  # the last run's
+
+    async def run() -> None:
+        if pools:
+            await asyncio.get_running_loop().run_in_executor(None, pools.pop().shutdown)
+        broker.cleaner.stopped.clear()
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="log-cleaner")
+        pools.append(pool)
+        try:
+            async with asyncio.TaskGroup() as cleaners:  # one failing stops the others
+                for _ in range(threads):
+                    cleaners.create_task(_clean_one_at_a_time(broker, pool))
+        finally:
+            broker.cleaner.stopped.set()  # a pass under way stops at its next read or write
+            pool.shutdown(wait=False)
+
+    return run
 
 
 async def _clean_one_at_a_time(broker: Broker, pool: ThreadPoolExecutor) -> None:

@@ -379,6 +379,7 @@ HEAVY = (
 LONG = (
     "tests/cluster/test_cluster_transactions_clients.py::test_markers_follow_a_partition_whose_leader_moved",
     "tests/cluster/test_cluster_topic_claims.py",
+    "tests/cluster/test_supervised_tasks.py",
     "tests/security/test_sasl.py",
     "tests/reliability/test_wire_fuzz.py",
     "tests/integration/test_topic_configs.py",

@@ -125,9 +125,11 @@ class EtcdMetadataStore(MetadataStore):
         for repair in self.broker.logs.read_high_watermarks():
             log.warning("%s", repair)
         await self._load_all()
-        self._tasks = [asyncio.ensure_future(t) for t in (self._keep_alive(), self._watch(), self.controller.run(),
-                                                           self.controller.rebalance_leaders(), self._check_isrs(),
-                                                           self._checkpoint_high_watermarks())]
+        self._tasks = [self.broker.supervisor.start(name, loop) for name, loop in (
+            ("etcd-session", self._keep_alive), ("etcd-watch", self._watch),
+            ("controller-event-thread", self.controller.run),
+            ("auto-leader-rebalance-task", self.controller.rebalance_leaders), ("isr-expiration", self._check_isrs),
+            ("highwatermark-checkpoint", self._checkpoint_high_watermarks))]
 
     async def _adopt_cluster_id(self) -> None:
         key = self.key("cluster_id")
@@ -202,7 +204,7 @@ class EtcdMetadataStore(MetadataStore):
 
     def request_block(self) -> None:
         if self._reserving is None or self._reserving.done():
-            self._reserving = asyncio.ensure_future(self._adopt_next_block())
+            self._reserving = self.broker.supervisor.spawn(self._adopt_next_block())
 
     async def _adopt_next_block(self) -> None:
         try:
@@ -448,7 +450,7 @@ class EtcdMetadataStore(MetadataStore):
         """Started in the background; the client retries (LEADER_NOT_AVAILABLE) until it is there."""
         if name not in self._creating:
             self._creating.add(name)
-            asyncio.ensure_future(self._auto_create(name, num_partitions))
+            self.broker.supervisor.spawn(self._auto_create(name, num_partitions))
         return None
 
     async def _auto_create(self, name: str, num_partitions: int) -> None:

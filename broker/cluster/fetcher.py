@@ -31,9 +31,14 @@ RETRY_BACKOFF_S = 0.2
 
 
 class ReplicaFetcherManager:
+    """The fetchers, one supervised task per source broker (Kafka's ReplicaFetcherThread-0-<leader>). The
+    partitions fetched from a leader are the manager's: a fetcher that failed is replaced by a new one (a new
+    connection, a new fetch session) that takes them over."""
+
     def __init__(self, broker) -> None:
         self.broker = broker
-        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}  # the fetcher now running for each source broker
+        self.partitions: dict[int, dict[tuple[str, int], object]] = {}  # source broker -> partitions fetched there
         self.leader_of: dict[tuple[str, int], int] = {}
         self.closed = False
 
@@ -42,44 +47,54 @@ class ReplicaFetcherManager:
             return
         old = self.leader_of.get(key)
         if old is not None and old != leader:
-            self.fetchers[old].partitions.pop(key, None)
+            self.partitions[old].pop(key, None)
         self.leader_of[key] = leader
-        fetcher = self.fetchers.get(leader)
-        if fetcher is None:
-            fetcher = self.fetchers[leader] = ReplicaFetcher(self.broker, leader)
-        fetcher.partitions[key] = partition
-        fetcher.wake.set()
+        if leader not in self.partitions:
+            self.partitions[leader] = {}
+            self.broker.supervisor.start(fetcher_name(leader), lambda: self._fetch_from(leader))
+        self.partitions[leader][key] = partition
+        if leader in self.fetchers:
+            self.fetchers[leader].wake.set()
 
     def remove(self, key: tuple[str, int]) -> None:
         leader = self.leader_of.pop(key, None)
         if leader is not None:
-            self.fetchers[leader].partitions.pop(key, None)
+            self.partitions[leader].pop(key, None)
+
+    async def _fetch_from(self, leader: int) -> None:
+        fetcher = self.fetchers[leader] = ReplicaFetcher(self.broker, leader, self.partitions[leader])
+        try:
+            await fetcher.run()
+        finally:
+            fetcher.connection.close()
 
     def shutdown(self) -> None:
         self.closed = True
         for fetcher in self.fetchers.values():
-            fetcher.stop()
+            fetcher.stopped = True
+        for leader in self.partitions:
+            self.broker.supervisor.stop(fetcher_name(leader))
+        for fetcher in self.fetchers.values():
+            fetcher.connection.close()
+
+
+def fetcher_name(leader: int) -> str:
+    return f"ReplicaFetcherThread-0-{leader}"
 
 
 class ReplicaFetcher:
-    def __init__(self, broker, leader_id: int) -> None:
+    def __init__(self, broker, leader_id: int, partitions: dict[tuple[str, int], object]) -> None:
         self.broker = broker
         self.leader_id = leader_id
-        self.partitions: dict[tuple[str, int], object] = {}
+        self.partitions = partitions
         self.wake = asyncio.Event()
         self.session = FetchSessionHandler()
         self.connection = BrokerConnection(f"moldau-replica-fetcher-{broker.node_id}", broker.store.client_security)
+        # the shutdown sets it too: a cancellation can be lost (one arriving as an awaited call completes), and a
+        # fetcher that goes on fetching from a live leader would keep the shutdown waiting for its task
         self.stopped = False
-        self.task = asyncio.ensure_future(self._run())
 
-    def stop(self) -> None:
-        # the flag too: a cancellation can be lost (one arriving as an awaited call completes), and a fetcher
-        # that goes on fetching from a live leader would keep the shutdown waiting for its task
-        self.stopped = True
-        self.task.cancel()
-        self.connection.close()
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
         config = self.broker.config
         wait_ms = config["replica.fetch.wait.max.ms"]
         failing = False

@@ -309,7 +309,7 @@ class ReplicaManager:
             finally:
                 partition.isr_change_pending = False
 
-        asyncio.ensure_future(propose())
+        self.broker.supervisor.spawn(propose())
 
     def shrink_isrs(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms (the leader's periodic check)."""

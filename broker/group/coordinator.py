@@ -84,16 +84,17 @@ def _check_member(group: GroupMetadata, member_id: str, instance_id: str | None,
 class GroupCoordinator:
     """The groups of the partitions served here. Dead groups are removed at once, so ``groups`` holds live ones only."""
 
-    def __init__(self, logs, replicas, config, notify_append):
+    def __init__(self, logs, replicas, config, notify_append, supervisor):
         self.config = config
         self.manager = GroupMetadataManager(logs, replicas, config, notify_append)
         self.groups: dict[str, GroupMetadata] = {}
-        self.partitions = OwnedPartitions(OFFSETS_TOPIC)
-        self._retention_timer: asyncio.TimerHandle | None = None
+        self.supervisor = supervisor
+        self.partitions = OwnedPartitions(OFFSETS_TOPIC, supervisor)
 
     def start(self) -> None:
-        """Arm the offset retention check (on the running loop)."""
-        self._schedule_retention_check()
+        """Start the offset retention check (on the running loop): Kafka's delete-expired-group-metadata."""
+        self.supervisor.every("delete-expired-group-metadata",
+                              lambda: self.config["offsets.retention.check.interval.ms"] / 1000, self._check_retention)
 
     # ---- the partitions this broker leads -------------------------------------------
 
@@ -592,9 +593,6 @@ class GroupCoordinator:
 
     # ---- offset retention -----------------------------------------------------------------
 
-    def _schedule_retention_check(self) -> None:
-        self._retention_timer = _call_later(self.config["offsets.retention.check.interval.ms"], self._check_retention)
-
     def _check_retention(self) -> None:
         """Expire offsets past offsets.retention.minutes; an Empty group left with none is removed."""
         now = now_ms()
@@ -614,4 +612,3 @@ class GroupCoordinator:
                 log.info("group %s is empty and has no offsets left; removed it", group.group_id)
         if expired_total:
             log.info("removed %d expired offsets", expired_total)
-        self._schedule_retention_check()

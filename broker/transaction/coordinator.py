@@ -83,13 +83,15 @@ def fenced_for_version(error: ErrorCode, version: int, fenced_since: int) -> Err
 
 class TransactionCoordinator:
     def __init__(self, logs: LogManager, replicas, config, producer_ids: ProducerIdManager,
-                 partition_leader: Callable[[str, int], int | None], notify_append: Callable[[str, int], None]):
+                 partition_leader: Callable[[str, int], int | None], notify_append: Callable[[str, int], None],
+                 supervisor):
         self.config = config
+        self.supervisor = supervisor
         self.producer_ids = producer_ids
         self.partition_leader = partition_leader
         self.state_manager = TransactionStateManager(logs, replicas, config, notify_append)
         self.transactions: dict[str, TransactionMetadata] = {}
-        self.partitions = OwnedPartitions(TRANSACTION_STATE_TOPIC)
+        self.partitions = OwnedPartitions(TRANSACTION_STATE_TOPIC, supervisor)
         self.markers: TransactionMarkerChannelManager | None = None
         # stuck past the longest timeout, plus the time the coordinator may take to notice it ran out
         self.lso_watch = LastStableOffsetWatch(logs, config["transaction.max.timeout.ms"]
@@ -99,15 +101,15 @@ class TransactionCoordinator:
 
     def start(self, channel: BrokerChannel) -> None:
         """Finish what the previous coordinator left and arm the housekeeping timers (on the running loop)."""
-        self.markers = TransactionMarkerChannelManager(channel, self.partition_leader)
+        self.markers = TransactionMarkerChannelManager(channel, self.partition_leader, self.supervisor)
         self._complete_prepared(self.transactions.values())
-        self._schedule(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+        self._schedule("transaction-abort", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
                        self._abort_timed_out_transactions)
-        self._schedule(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+        self._schedule("transactionalId-expiration", "transaction.remove.expired.transaction.cleanup.interval.ms",
                        self._remove_expired_transactional_ids)
-        self._schedule(SUMMARY_INTERVAL_MS, self.log_summary)
+        self.supervisor.every("transaction-summary", lambda: SUMMARY_INTERVAL_MS / 1000, self.log_summary)
         # checked as often as timed-out transactions are: a stuck LSO is one that outlived their abort
-        self._schedule(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+        self._schedule("late-transactions-check", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
                        lambda: self.lso_watch.check(now_ms()))
 
     # ---- the partitions this broker leads -------------------------------------------
@@ -338,7 +340,7 @@ class TransactionCoordinator:
         return error
 
     def _write_markers(self, txn: TransactionMetadata) -> None:
-        task = asyncio.get_running_loop().create_task(self._complete(
+        task = self.supervisor.spawn(self._complete(  # (an error it did not expect is logged)
             txn, txn.producer_id, txn.producer_epoch, txn.state == PREPARE_COMMIT, txn.partitions))
         self._tasks[txn.transactional_id] = task
         task.add_done_callback(lambda done: self._task_done(txn.transactional_id, done))
@@ -382,12 +384,8 @@ class TransactionCoordinator:
 
     # ---- housekeeping ----------------------------------------------------------------
 
-    def _schedule(self, interval_ms: int, check: Callable[[], None]) -> None:
-        def run() -> None:
-            check()
-            self._schedule(interval_ms, check)
-
-        asyncio.get_running_loop().call_later(interval_ms / 1000, run)
+    def _schedule(self, name: str, interval_setting: str, check: Callable[[], None]) -> None:
+        self.supervisor.every(name, lambda: self.config[interval_setting] / 1000, check)
 
     def _abort_timed_out_transactions(self) -> None:
         now = now_ms()

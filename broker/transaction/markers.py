@@ -41,12 +41,12 @@ class BrokerChannel(Protocol):
 
 
 class TransactionMarkerChannelManager:
-    def __init__(self, channel: BrokerChannel, partition_leader: Callable[[str, int], int | None]):
+    def __init__(self, channel: BrokerChannel, partition_leader: Callable[[str, int], int | None], supervisor):
         self.channel = channel
         self.partition_leader = partition_leader
+        self.supervisor = supervisor
         # per destination: markers waiting for the request in flight there to finish
         self._queued: dict[int, list[tuple[dict, asyncio.Future]]] = {}
-        self._senders: set[asyncio.Task] = set()
 
     async def write_markers(
         self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
@@ -90,9 +90,7 @@ class TransactionMarkerChannelManager:
             queued.append((marker, future))  # the sender in flight there takes it next
         else:
             self._queued[node_id] = [(marker, future)]
-            sender = asyncio.ensure_future(self._sender(node_id))
-            self._senders.add(sender)
-            sender.add_done_callback(self._senders.discard)
+            self.supervisor.start(f"TxnMarkerSenderThread-{node_id}", lambda: self._sender(node_id))
         return await future
 
     async def _sender(self, node_id: int) -> None:
@@ -105,10 +103,13 @@ class TransactionMarkerChannelManager:
                 results = response["markers"]
                 if [r["producer_id"] for r in results] != [m["producer_id"] for m, _ in batch]:
                     raise ValueError("the response names other producers than the request")
-            except Exception as exc:
+            except (Exception, asyncio.CancelledError) as exc:  # cancelled: its markers are sent again
+                failure = exc if isinstance(exc, Exception) else ConnectionError(f"sender to {node_id} stopped")
                 for _, future in batch:
                     if not future.done():
-                        future.set_exception(exc)
+                        future.set_exception(failure)
+                if failure is not exc:
+                    raise
                 continue
             for (_, future), result in zip(batch, results):
                 if not future.done():  # (not if its transaction's task was cancelled meanwhile)
