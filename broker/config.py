@@ -202,6 +202,26 @@ class ConfigError(ValueError):
 NOT_SUPPORTED = KAFKA_BROKER_CONFIGS - _BY_NAME.keys()
 
 
+def _broker_id_as_node_id(values: dict[str, str]) -> dict[str, str]:
+    """broker.id, the older name many server.properties still use, is node.id; both set and different is
+    an error, as in Kafka."""
+    if "broker.id" not in values:
+        return values
+    text = values.pop("broker.id")
+    try:
+        broker_id = int(text)
+    except ValueError:
+        raise ConfigError(f"broker.id: invalid value {text!r} (not an integer)") from None
+    if broker_id < 0:
+        raise ConfigError(f"broker.id: generated ids ({text}) are not supported; set broker.id or node.id to this "
+                          f"broker's id")
+    if "node.id" in values and values["node.id"].strip() != str(broker_id):
+        raise ConfigError(f"broker.id {broker_id} and node.id {values['node.id'].strip()} differ: "
+                          f"set node.id to the same value as broker.id, or leave one out")
+    values["node.id"] = str(broker_id)
+    return values
+
+
 def read_properties(path: Path) -> dict[str, str]:
     """Java-style .properties: key=value or key: value, # and ! comments."""
     props: dict[str, str] = {}
@@ -223,9 +243,10 @@ class BrokerConfig:
     def __init__(self, values: dict[str, str] | None = None):
         self.values: dict[str, object] = {s.name: s.default for s in SETTINGS}
         self.unknown: dict[str, str] = {}
-        self.explicit = frozenset(name for name in values or {} if name in _BY_NAME)  # set, not defaulted
         self.per_listener: dict[str, str] = {}  # listener.name.<listener>.<name>, parsed on use
-        for name, text in (values or {}).items():
+        values = _broker_id_as_node_id(dict(values or {}))
+        self.explicit = frozenset(name for name in values if name in _BY_NAME)  # set, not defaulted
+        for name, text in values.items():
             if name.startswith(LISTENER_PREFIX):
                 self.per_listener[name] = text
                 continue
