@@ -13,6 +13,7 @@ from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
 from . import descriptors, shutdown, transactions_command
+from .cluster.store import NodeIdInUse
 from .config import BrokerConfig, ConfigError, describe_settings
 from .log_levels import apply_log_levels, log_levels_problem
 
@@ -51,7 +52,8 @@ def _serve(args) -> int:
     try:
         bound = bind_listeners(listeners)
         metrics_port = config["metrics.port"]
-        metrics_socket = None if metrics_port is None else bind_socket(config["metrics.host"], metrics_port, "metrics.port")
+        metrics_socket = None if metrics_port is None else bind_socket(
+            config["metrics.host"], metrics_port, "metrics.port", listen=True)
     except ConfigError as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2
@@ -85,7 +87,7 @@ def _serve(args) -> int:
 
     try:
         shutdown.run(run(), uvloop.new_event_loop)
-    except ConnectionError as exc:  # etcd unreachable at start
+    except (ConnectionError, NodeIdInUse) as exc:  # etcd unreachable at start, a live broker of this node.id
         print(f"moldau: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -148,9 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--timeout", type=float, default=60.0, help="seconds allowed for reading (default %(default)s)")
     check.add_argument("--json", metavar="FILE", help="also write the verdict as JSON to FILE")
     transactions_command.add_parser(sub)
-    cluster = sub.add_parser("cluster", help="try a cluster on one machine: `moldau cluster up`",
-                             description="Start an etcd and N brokers on 127.0.0.1; Ctrl-C stops them all.")
-    cluster.add_argument("action", choices=["up"])
+    cluster = sub.add_parser(
+        "cluster", help="try a cluster on one machine: `moldau cluster up`",
+        description="`up` starts an etcd and N brokers on 127.0.0.1 and watches them: a broker that exits is "
+                    "reported and left down until `start N`; `stop N`, `restart N` (a controlled shutdown) and "
+                    "`status`, from another terminal, act on the `up` of the same --data. Ctrl-C stops them all.")
+    cluster.add_argument("action", choices=["up", "status", "start", "stop", "restart"])
+    cluster.add_argument("node", nargs="?", type=int, help="a broker's node.id (start, stop, restart)")
     cluster.add_argument("--brokers", type=int, default=3, help="how many brokers (default %(default)s)")
     cluster.add_argument("--data", default="./moldau-cluster", help="data directory (default %(default)s)")
     cluster.add_argument("--port", type=int, default=9092, help="first broker's port (default %(default)s)")
@@ -171,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "transactions":
         return transactions_command.run(args)
     if args.command == "cluster":
-        from .cluster.local_cluster import cluster_up
+        from .cluster.local_cluster import cluster_command, cluster_up
 
-        return cluster_up(args.brokers, Path(args.data), args.port, args.override)
+        if args.action == "up":
+            return cluster_up(args.brokers, Path(args.data), args.port, args.override)
+        return cluster_command(args.action, args.node, Path(args.data))
     return 2

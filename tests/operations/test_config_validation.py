@@ -61,3 +61,46 @@ def test_unsupported_kafka_names_and_typos_are_told_apart(start_broker):
     assert "log.preallocate is a Kafka broker config that Moldau does not support; ignored" in log
     assert "unknown config num.partitons; did you mean num.partitions? (ignored)" in log
     assert "unknown config zzz.frobnicate (ignored)" in log
+
+
+def test_a_missing_etcd_client_is_one_line_with_the_install_command(tmp_path):
+    """Without the [cluster] extra (here: an aetcd that cannot be imported, first on the path), `serve` with
+    etcd.connect and `cluster up` each say what to install, before starting anything."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers.startup import REPO_ROOT
+
+    shadow = tmp_path / "no-aetcd" / "aetcd"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'aetcd'\", name='aetcd')\n")
+    env = {**os.environ, "PYTHONPATH": str(shadow.parent)}
+    port = free_port()
+    commands = [
+        ["serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path / 's'}",
+         "--override", "etcd.connect=127.0.0.1:2379"],
+        ["cluster", "up", "--brokers", "2", "--data", str(tmp_path / "c"), "--port", str(port)],
+    ]
+    for args in commands:
+        result = subprocess.run([sys.executable, "-m", "broker", *args], cwd=REPO_ROOT, env=env, capture_output=True,
+                                text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert result.returncode == 2, result
+        lines = error_lines(result)
+        assert len(lines) == 1 and "pip install 'moldau[cluster]'" in lines[0], result.stderr
+        assert not (tmp_path / "c" / "etcd").exists()
+
+
+def test_a_listening_metrics_socket_holds_its_port():
+    """metrics.port listens as soon as it is bound: two brokers starting at once on one port (SO_REUSEADDR
+    lets both bind while neither listens) left the later one with a closed socket and a traceback."""
+    from broker.config import ConfigError
+    from broker.server import bind_socket
+
+    port = free_port()
+    first = bind_socket("127.0.0.1", port, "metrics.port", listen=True)
+    try:
+        with pytest.raises(ConfigError, match=r"metrics.port: cannot bind \(Address already in use\)"):
+            bind_socket("127.0.0.1", port, "metrics.port", listen=True)
+    finally:
+        first.close()
