@@ -46,9 +46,15 @@ def _serve(args) -> int:
     try:
         # held until the process exits: a second broker on this directory would lose acknowledged data
         dir_lock = lock_directory(config.log_dir)
-    except (LogDirInUse, OSError) as exc:
+    except LogDirInUse as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a file where the directory should be, no permission
+        problem = {FileExistsError: "is a file, not a directory",
+                   NotADirectoryError: "cannot be created: a part of its path is a file"}.get(
+            type(exc), f"cannot be used ({exc.strerror})")
+        print(f"moldau: {config.log_dir_setting}: {config.log_dir} {problem}", file=sys.stderr)
+        return 2
     try:
         bound = bind_listeners(listeners)
         metrics_port = config["metrics.port"]

@@ -22,14 +22,22 @@ from conftest import free_port
         ({"listeners": "PLAINTEXT://no-such-host.invalid:{port}"}, "cannot resolve host 'no-such-host.invalid'"),
         ({"log.dirs": "{data},{data}-2"}, "exactly one directory"),
         ({"inter.broker.listener.name": "INTERNAL"}, "inter.broker.listener.name: INTERNAL is not one of the listeners"),
+        # the setting the user wrote, not the one it is turned into (retention.ms) or an errno
+        ({"log.retention.hours": "-5"}, "log.retention.hours: must be at least -1, got -5"),
+        ({"log.cleaner.min.cleanable.ratio": "2"}, "log.cleaner.min.cleanable.ratio: must be in [0, 1]"),
+        ({"log.dirs": "{file}"}, "log.dirs: {file} is a file, not a directory"),
+        ({"log.dirs": "", "log.dir": "{file}/data"}, "log.dir: {file}/data cannot be created: a part of its path is a file"),
     ],
 )
 def test_bad_config_is_one_line_and_exit_code_2(tmp_path, overrides, says):
     values = {"listeners": "PLAINTEXT://127.0.0.1:{port}", "log.dirs": "{data}", **overrides}
     port = free_port()
-    result = serve_refused({k: v.format(port=port, data=tmp_path / "data") for k, v in values.items()})
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    result = serve_refused({k: v.format(port=port, data=tmp_path / "data", file=a_file) for k, v in values.items()})
     assert result.returncode == 2, result.stderr
     lines = error_lines(result)
+    says = says.format(file=a_file)
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in result.stderr, result.stderr
     assert not (tmp_path / "data" / "__consumer_offsets-0").exists()
 
@@ -46,6 +54,19 @@ def test_port_in_use_is_refused_before_the_logs_load(tmp_path):
     assert "Traceback" not in result.stderr
     # bound before the internal topics are created: nothing was written
     assert not any(p.is_dir() for p in (tmp_path / "data").iterdir())
+
+
+def test_serve_help_shows_defaults_as_written_in_server_properties():
+    import subprocess
+    import sys
+
+    from helpers.startup import REPO_ROOT
+
+    out = subprocess.run([sys.executable, "-m", "broker", "serve", "--help"], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=60).stdout
+    assert "e+308" not in out and "None" not in out and "(default: True)" not in out
+    assert "log.cleaner.io.max.bytes.per.second" in out and "(default: no limit)" in out
+    assert "metrics.port" in out and "(default: not set)" in out
 
 
 def test_log_dir_singular_is_honoured(start_broker, tmp_path):
