@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import logging.handlers
 import signal
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
-from . import descriptors, shutdown, transactions_command
+from . import __version__, descriptors, shutdown, transactions_command
 from .cluster.store import NodeIdInUse
 from .config import BrokerConfig, ConfigError, describe_settings
 from .log_levels import apply_log_levels, log_levels_problem
@@ -33,6 +34,12 @@ def _serve(args) -> int:
     except (ConfigError, OSError) as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2
+    if config["log.file"]:
+        try:
+            _log_to_file(Path(config["log.file"]))
+        except OSError as exc:
+            print(f"moldau: log.file: cannot write {config['log.file']} ({exc.strerror})", file=sys.stderr)
+            return 2
     apply_log_levels(config["log.level"])
     if args.log_level:
         apply_log_levels(args.log_level)
@@ -103,6 +110,16 @@ def _serve(args) -> int:
     return 0
 
 
+def _log_to_file(path: Path) -> None:
+    """The log goes to ``path`` instead of stderr; a WatchedFileHandler reopens it when logrotate moves it."""
+    handler = logging.handlers.WatchedFileHandler(path)
+    root = logging.getLogger()
+    handler.setFormatter(root.handlers[0].formatter)
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+
+
 def _verify(args) -> int:
     try:
         from verify.checker import main as verify_main
@@ -130,6 +147,7 @@ def _log_levels_argument(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="moldau", description="A Kafka wire-protocol broker.")
+    parser.add_argument("--version", action="version", version=f"moldau {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser(
         "serve",

@@ -56,6 +56,8 @@ SETTINGS: list[Setting] = [
     Setting("log.dirs", str, "", "Data directory (default: log.dir); one directory, JBOD is not supported."),
     Setting("log.dir", str, "./moldau-data", "Data directory when log.dirs is not set."),
     Setting("node.id", int, 1, "This broker's id."),
+    Setting("log.file", str, "", "Write the broker's log to this file (reopened when logrotate moves it); "
+            "empty: stderr, for systemd's journal or docker logs."),
     Setting("log.level", str, "INFO", "Log levels, log4j-style: INFO, or INFO,moldau.server=DEBUG.",
             log_levels_problem),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", at_least(1)),
