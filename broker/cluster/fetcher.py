@@ -54,6 +54,13 @@ class ReplicaFetcherManager:
         leader = self.leader_of.pop(key, None)
         if leader is not None:
             self.fetchers[leader].partitions.pop(key, None)
+            self.fetchers[leader].lag.pop(key, None)
+
+    def max_lag(self) -> int:
+        """Records the most lagging partition fetched here is behind its leader's high watermark (Kafka's
+        ReplicaFetcherManager MaxLag)."""
+        return max((lag for f in self.fetchers.values() for key, lag in f.lag.items() if key in f.partitions),
+                   default=0)
 
     def shutdown(self) -> None:
         self.closed = True
@@ -66,6 +73,7 @@ class ReplicaFetcher:
         self.broker = broker
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], object] = {}
+        self.lag: dict[tuple[str, int], int] = {}  # records behind the leader's high watermark, after each fetch
         self.wake = asyncio.Event()
         self.session = FetchSessionHandler()
         self.connection = BrokerConnection(f"moldau-replica-fetcher-{broker.node_id}", broker.store.client_security)
@@ -210,6 +218,7 @@ class ReplicaFetcher:
                 data = buf[first:end]
                 log_.append_as_follower(data, [(pos - first, hdr) for pos, hdr in batches], now)
         log_.set_high_watermark(min(p["high_watermark"], log_.log_end_offset))
+        self.lag[(partition.topic, partition.index)] = max(p["high_watermark"] - log_.log_end_offset, 0)
         # DeleteRecords and retention on the leader move the start on every replica (Kafka's
         # maybeIncrementLogStartOffset), never past what this replica knows to be committed
         if p["log_start_offset"] > log_.log_start_offset:
