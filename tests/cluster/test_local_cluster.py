@@ -1,6 +1,7 @@
-"""`moldau cluster up` as a real local cluster (issue 28): a broker that exits is reported and left down
-while the others serve, `moldau cluster start N` brings it back, each broker has its own metrics port,
-SIGTERM stops everything within seconds, and a killed `up` leaves no process behind."""
+"""`moldau cluster up` as a real local cluster (issue 28), driven by README's cluster-steps commands: a
+broker that exits is reported and left down while the others serve, `moldau cluster start N` brings it
+back, `stop N` stops one, each broker has its own metrics port, SIGTERM stops everything within seconds,
+and a killed `up` leaves no process behind."""
 
 import os
 import signal
@@ -14,7 +15,12 @@ import psutil
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from helpers.readme import block
+
 from conftest import REPO_ROOT, free_port
+
+STEPS = block("cluster-steps")  # `moldau cluster up --brokers 3`, then status, stop 2, start 2
+MOLDAU = [sys.executable, "-m", "broker"]
 
 FAST = ["etcd.session.timeout.ms=4000", "offsets.topic.num.partitions=3", "transaction.state.log.num.partitions=3",
         "group.initial.rebalance.delay.ms=0"]
@@ -40,12 +46,14 @@ def consecutive_ports(n: int) -> int:
 
 
 class Up:
-    def __init__(self, data, brokers: int, *extra: str):
+    def __init__(self, data, up: str):
+        """``up``: a `moldau cluster up` command line; its data directory, ports and timings are the test's."""
         self.data = data
+        brokers = int(up.split("--brokers")[1].split()[0])
         self.port = consecutive_ports(2 * brokers)
         self.metrics = self.port + brokers
-        command = [sys.executable, "-m", "broker", "cluster", "up", "--brokers", str(brokers), "--data", str(data),
-                   "--port", str(self.port), "--override", f"metrics.port={self.metrics}", *extra]
+        command = [*MOLDAU, *up.split()[1:], "--data", str(data), "--port", str(self.port),
+                   "--override", f"metrics.port={self.metrics}"]
         for item in FAST:
             command += ["--override", item]
         self.out_path = data.parent / f"{data.name}.out"
@@ -64,8 +72,10 @@ class Up:
             assert time.monotonic() < deadline, f"{text!r} not in:\n{self.output()}"
             time.sleep(0.2)
 
-    def command(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "broker", "cluster", *args, "--data", str(self.data)],
+    def command(self, line: str) -> subprocess.CompletedProcess:
+        """A `moldau cluster ...` command line, asking this `up` (its --data)."""
+        assert line.startswith("moldau cluster ")
+        return subprocess.run([*MOLDAU, *line.split()[1:], "--data", str(self.data)],
                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=90)
 
     def descendants(self) -> list[psutil.Process]:
@@ -97,45 +107,51 @@ def wait_gone(processes: list[psutil.Process], timeout: float) -> None:
     assert not alive, f"still running: {[(p.pid, p.cmdline()[:4]) for p in alive]}"
 
 
+def wait_for_brokers(admin, want: set[int], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while (brokers := set(admin.list_topics(timeout=10).brokers)) != want:
+        assert time.monotonic() < deadline, brokers
+        time.sleep(0.5)
+
+
 @pytest.mark.timeout(240)
-def test_a_broker_that_exits_is_reported_left_down_and_started_again(tmp_path):
-    up = Up(tmp_path / "cluster", 3)
+def test_readme_cluster_steps_a_broker_that_exits_is_reported_left_down_and_started_again(tmp_path):
+    up_line, status_line, stop_line, start_line = STEPS
+    assert (status_line, stop_line, start_line) == ("moldau cluster status", "moldau cluster stop 2",
+                                                    "moldau cluster start 2")
+    up = Up(tmp_path / "cluster", up_line)
     try:
         for node in (1, 2, 3):
             up.wait_serving(node)
         # each broker on its own metrics port (the override names the first one's)
         for node in (1, 2, 3):
             assert "kafka_server_replicamanager_partitioncount" in scrape(up.metrics + node - 1)
-        status = up.command("status")
+        status = up.command(status_line)
         assert status.returncode == 0
         pids = {int(line.split()[1]): int(line.split("pid ")[1].rstrip(")"))
                 for line in status.stdout.splitlines() if "up (pid" in line}
         assert pids.keys() == {1, 2, 3}, status.stdout
 
+        # a crash: reported, left down, the other two serve (the controller sees broker 2 gone)
         os.kill(pids[2], signal.SIGKILL)
         up.wait_for_output("broker 2 exited with status -9", 30)
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{up.port}"})
-        deadline = time.monotonic() + 60
-        while True:  # the other two still serve, and the controller sees broker 2 gone
-            brokers = set(admin.list_topics(timeout=10).brokers)
-            if brokers == {1, 3}:
-                break
-            assert time.monotonic() < deadline, brokers
-            time.sleep(0.5)
+        wait_for_brokers(admin, {1, 3})
         assert up.proc.poll() is None
-        assert "broker 2 127.0.0.1" in up.command("status").stdout and "down (exit status -9)" in up.command(
-            "status").stdout
+        assert "down (exit status -9)" in up.command(status_line).stdout
 
-        started = up.command("start", "2")
+        started = up.command(start_line)
         assert started.returncode == 0 and "broker 2" in started.stdout and "up (pid" in started.stdout
-        deadline = time.monotonic() + 60
-        while set(admin.list_topics(timeout=10).brokers) != {1, 2, 3}:
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
+        wait_for_brokers(admin, {1, 2, 3})
 
-        assert up.command("stop", "9").returncode == 1  # no such broker: one line, non-zero
+        stopped = up.command(stop_line)  # a controlled shutdown, not reported as an exit
+        assert stopped.returncode == 0 and "broker 2" in stopped.stdout and "down" in stopped.stdout
+        wait_for_brokers(admin, {1, 3})
+        assert up.output().count("broker 2 exited") == 1
+
+        assert up.command("moldau cluster stop 9").returncode == 1  # no such broker: one line, non-zero
         children = up.descendants()
-        assert len(children) >= 4  # three brokers and the etcd
+        assert len(children) >= 3  # two brokers and the etcd
         started = time.monotonic()
         up.proc.send_signal(signal.SIGTERM)
         up.proc.wait(45)
@@ -147,7 +163,7 @@ def test_a_broker_that_exits_is_reported_left_down_and_started_again(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_a_killed_up_leaves_no_process_behind(tmp_path):
-    up = Up(tmp_path / "cluster", 1)
+    up = Up(tmp_path / "cluster", "moldau cluster up --brokers 1")
     try:
         up.wait_serving(1)
         children = up.descendants()
