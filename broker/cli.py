@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import logging.handlers
 import signal
 import sys
 from pathlib import Path
@@ -12,9 +13,10 @@ from pathlib import Path
 from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
-from . import descriptors, shutdown
+from . import __version__, descriptors, shutdown
 from .admin import acls, cluster_describe, configs, consumer_groups, topics, transactions
 from .admin import command as admin_command
+from .cluster.store import NodeIdInUse
 from .config import BrokerConfig, ConfigError, describe_settings
 from .log_levels import apply_log_levels, log_levels_problem
 
@@ -38,6 +40,12 @@ def _serve(args) -> int:
     except (ConfigError, OSError) as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2
+    if config["log.file"]:
+        try:
+            _log_to_file(Path(config["log.file"]))
+        except OSError as exc:
+            print(f"moldau: log.file: cannot write {config['log.file']} ({exc.strerror})", file=sys.stderr)
+            return 2
     apply_log_levels(config["log.level"])
     if args.log_level:
         apply_log_levels(args.log_level)
@@ -51,13 +59,20 @@ def _serve(args) -> int:
     try:
         # held until the process exits: a second broker on this directory would lose acknowledged data
         dir_lock = lock_directory(config.log_dir)
-    except (LogDirInUse, OSError) as exc:
+    except LogDirInUse as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a file where the directory should be, no permission
+        problem = {FileExistsError: "is a file, not a directory",
+                   NotADirectoryError: "cannot be created: a part of its path is a file"}.get(
+            type(exc), f"cannot be used ({exc.strerror})")
+        print(f"moldau: {config.log_dir_setting}: {config.log_dir} {problem}", file=sys.stderr)
+        return 2
     try:
         bound = bind_listeners(listeners)
         metrics_port = config["metrics.port"]
-        metrics_socket = None if metrics_port is None else bind_socket(config["metrics.host"], metrics_port, "metrics.port")
+        metrics_socket = None if metrics_port is None else bind_socket(
+            config["metrics.host"], metrics_port, "metrics.port", listen=True)
     except ConfigError as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2
@@ -91,7 +106,7 @@ def _serve(args) -> int:
 
     try:
         shutdown.run(run(), uvloop.new_event_loop)
-    except ConnectionError as exc:  # etcd unreachable at start
+    except (ConnectionError, NodeIdInUse) as exc:  # etcd unreachable at start, a live broker of this node.id
         print(f"moldau: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -99,6 +114,16 @@ def _serve(args) -> int:
         dir_lock.close()
         log.info("stopped; logs flushed and closed")
     return 0
+
+
+def _log_to_file(path: Path) -> None:
+    """The log goes to ``path`` instead of stderr; a WatchedFileHandler reopens it when logrotate moves it."""
+    handler = logging.handlers.WatchedFileHandler(path)
+    root = logging.getLogger()
+    handler.setFormatter(root.handlers[0].formatter)
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
 
 
 def _verify(args) -> int:
@@ -128,6 +153,7 @@ def _log_levels_argument(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="moldau", description="A Kafka wire-protocol broker.")
+    parser.add_argument("--version", action="version", version=f"moldau {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser(
         "serve",
@@ -155,12 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--json", metavar="FILE", help="also write the verdict as JSON to FILE")
     for tool in ADMIN_TOOLS.values():
         tool.add_parser(sub)
-    cluster = sub.add_parser("cluster", help="try a cluster on one machine: `moldau cluster up`; "
-                                             "`moldau cluster describe` any cluster",
-                             description="up: start an etcd and N brokers on 127.0.0.1; Ctrl-C stops them all. "
-                                         "describe: a cluster's brokers, controller and partition health "
-                                         "(--bootstrap-server, --command-config).")
-    cluster.add_argument("action", choices=["up", "describe"])
+    cluster = sub.add_parser(
+        "cluster", help="try a cluster on one machine: `moldau cluster up`; `moldau cluster describe` any cluster",
+        description="`up` starts an etcd and N brokers on 127.0.0.1 and watches them: a broker that exits is "
+                    "reported and left down until `start N`; `stop N`, `restart N` (a controlled shutdown) and "
+                    "`status`, from another terminal, act on the `up` of the same --data. Ctrl-C stops them all. "
+                    "`describe`: a cluster's brokers, controller and partition health (--bootstrap-server, "
+                    "--command-config).")
+    cluster.add_argument("action", choices=["up", "status", "start", "stop", "restart", "describe"])
+    cluster.add_argument("node", nargs="?", type=int, help="a broker's node.id (start, stop, restart)")
     cluster_describe.add_arguments(cluster)  # describe: any cluster's brokers, controller, partition health
     cluster.add_argument("--brokers", type=int, default=3, help="how many brokers (default %(default)s)")
     cluster.add_argument("--data", default="./moldau-cluster", help="data directory (default %(default)s)")
@@ -187,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "cluster" and args.action == "describe":
         return cluster_describe.run(args)
     if args.command == "cluster":
-        from .cluster.local_cluster import cluster_up
+        from .cluster.local_cluster import cluster_command, cluster_up
 
-        return cluster_up(args.brokers, Path(args.data), args.port, args.override)
+        if args.action == "up":
+            return cluster_up(args.brokers, Path(args.data), args.port, args.override)
+        return cluster_command(args.action, args.node, Path(args.data))
     return 2

@@ -56,6 +56,8 @@ SETTINGS: list[Setting] = [
     Setting("log.dirs", str, "", "Data directory (default: log.dir); one directory, JBOD is not supported."),
     Setting("log.dir", str, "./moldau-data", "Data directory when log.dirs is not set."),
     Setting("node.id", int, 1, "This broker's id."),
+    Setting("log.file", str, "", "Write the broker's log to this file (reopened when logrotate moves it); "
+            "empty: stderr, for systemd's journal or docker logs."),
     Setting("log.level", str, "INFO", "Log levels, log4j-style: INFO, or INFO,moldau.server=DEBUG.",
             log_levels_problem),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", at_least(1)),
@@ -64,15 +66,20 @@ SETTINGS: list[Setting] = [
             between(MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES)),
     Setting("log.roll.ms", int, 7 * 24 * 3600 * 1000, "Roll a segment when it is this old.", at_least(1)),
     Setting("log.flush.interval.messages", _optional_int, 2**63 - 1,
-            "fsync after this many messages (the default, Kafka's, leaves it to the OS)."),
-    Setting("log.flush.interval.ms", _optional_int, None, "fsync at most this long after a write (default: the OS)."),
-    Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries."),
-    Setting("log.retention.hours", int, 168, "Delete a segment whose newest record is this old."),
-    Setting("log.retention.minutes", _optional_int, None, "Like log.retention.hours; wins over it when set."),
-    Setting("log.retention.ms", _optional_int, None, "Like log.retention.minutes; wins over it when set (-1: forever)."),
+            "fsync after this many messages (the default, Kafka's, leaves it to the OS).", at_least(1)),
+    Setting("log.flush.interval.ms", _optional_int, None, "fsync at most this long after a write (default: the OS).",
+            at_least(0)),
+    Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries.", at_least(0)),
+    Setting("log.retention.hours", int, 168, "Delete a segment whose newest record is this old (-1: forever).",
+            at_least(-1)),
+    Setting("log.retention.minutes", _optional_int, None, "Like log.retention.hours; wins over it when set.",
+            at_least(-1)),
+    Setting("log.retention.ms", _optional_int, None, "Like log.retention.minutes; wins over it when set (-1: forever).",
+            at_least(-1)),
     Setting("log.retention.bytes", int, -1, "Delete the oldest segments while a partition is larger (-1: no limit)."),
     Setting("log.retention.check.interval.ms", int, 300_000, "How often retention is applied.", at_least(1)),
-    Setting("log.segment.delete.delay.ms", int, 60_000, "How long a deleted segment's files linger as *.deleted."),
+    Setting("log.segment.delete.delay.ms", int, 60_000, "How long a deleted segment's files linger as *.deleted.",
+            at_least(0)),
     Setting("log.cleanup.policy", str, "delete", "Topics' default cleanup.policy: delete, compact or both."),
     Setting("log.cleaner.enable", _bool, True, "Run the log cleaner for compacted topics."),
     Setting("log.cleaner.threads", int, 1, "Threads cleaning compacted logs.", at_least(1)),
@@ -83,11 +90,15 @@ SETTINGS: list[Setting] = [
             at_least(24)),
     Setting("log.cleaner.backoff.ms", int, 15_000, "How long the cleaner sleeps when no log needs cleaning.",
             at_least(0)),
-    Setting("log.cleaner.delete.retention.ms", int, 86_400_000, "How long a compacted log keeps tombstones."),
-    Setting("log.cleaner.min.cleanable.ratio", float, 0.5, "Dirty share of a log that makes it worth cleaning."),
-    Setting("log.cleaner.min.compaction.lag.ms", int, 0, "A record stays uncompacted at least this long."),
-    Setting("log.cleaner.max.compaction.lag.ms", int, 2**63 - 1, "A record is compacted at most this long after."),
-    Setting("min.insync.replicas", int, 1, "In-sync replicas an acks=all produce needs."),
+    Setting("log.cleaner.delete.retention.ms", int, 86_400_000, "How long a compacted log keeps tombstones.",
+            at_least(0)),
+    Setting("log.cleaner.min.cleanable.ratio", float, 0.5, "Dirty share of a log that makes it worth cleaning.",
+            between(0, 1)),
+    Setting("log.cleaner.min.compaction.lag.ms", int, 0, "A record stays uncompacted at least this long.",
+            at_least(0)),
+    Setting("log.cleaner.max.compaction.lag.ms", int, 2**63 - 1, "A record is compacted at most this long after.",
+            at_least(1)),
+    Setting("min.insync.replicas", int, 1, "In-sync replicas an acks=all produce needs.", at_least(1)),
     Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame accepted."),
     Setting("queued.max.requests", int, 500, "Requests read but not yet handled, all connections together; "
             "past it connections stop reading.", at_least(1)),
@@ -100,7 +111,7 @@ SETTINGS: list[Setting] = [
     Setting("quota.window.num", int, 11, "Windows client quota rates are measured over.", between(1, 2**31 - 1)),
     Setting("quota.window.size.seconds", int, 1, "Length of one client quota window.", between(1, 2**31 - 1)),
     Setting("connections.max.idle.ms", int, 600_000, "Close a connection idle this long.", between(1, 2**63 - 1)),
-    Setting("message.max.bytes", int, 1048588, "Largest record batch accepted, as in Kafka."),
+    Setting("message.max.bytes", int, 1048588, "Largest record batch accepted, as in Kafka.", at_least(0)),
     Setting("fetch.max.bytes", int, 55 * 1024 * 1024, "Most bytes one Fetch response carries (the first batch excepted).",
             at_least(1024)),
     Setting("metrics.port", _optional_int, None, "Serve Prometheus metrics on this port (default: off).",
@@ -202,6 +213,26 @@ class ConfigError(ValueError):
 NOT_SUPPORTED = KAFKA_BROKER_CONFIGS - _BY_NAME.keys()
 
 
+def _broker_id_as_node_id(values: dict[str, str]) -> dict[str, str]:
+    """broker.id, the older name many server.properties still use, is node.id; both set and different is
+    an error, as in Kafka."""
+    if "broker.id" not in values:
+        return values
+    text = values.pop("broker.id")
+    try:
+        broker_id = int(text)
+    except ValueError:
+        raise ConfigError(f"broker.id: invalid value {text!r} (not an integer)") from None
+    if broker_id < 0:
+        raise ConfigError(f"broker.id: generated ids ({text}) are not supported; set broker.id or node.id to this "
+                          f"broker's id")
+    if "node.id" in values and values["node.id"].strip() != str(broker_id):
+        raise ConfigError(f"broker.id {broker_id} and node.id {values['node.id'].strip()} differ: "
+                          f"set node.id to the same value as broker.id, or leave one out")
+    values["node.id"] = str(broker_id)
+    return values
+
+
 def read_properties(path: Path) -> dict[str, str]:
     """Java-style .properties: key=value or key: value, # and ! comments."""
     props: dict[str, str] = {}
@@ -223,9 +254,10 @@ class BrokerConfig:
     def __init__(self, values: dict[str, str] | None = None):
         self.values: dict[str, object] = {s.name: s.default for s in SETTINGS}
         self.unknown: dict[str, str] = {}
-        self.explicit = frozenset(name for name in values or {} if name in _BY_NAME)  # set, not defaulted
         self.per_listener: dict[str, str] = {}  # listener.name.<listener>.<name>, parsed on use
-        for name, text in (values or {}).items():
+        values = _broker_id_as_node_id(dict(values or {}))
+        self.explicit = frozenset(name for name in values if name in _BY_NAME)  # set, not defaulted
+        for name, text in values.items():
             if name.startswith(LISTENER_PREFIX):
                 self.per_listener[name] = text
                 continue
@@ -282,6 +314,11 @@ class BrokerConfig:
             values[name.strip()] = value.strip()
         return cls(values)
 
+    @property
+    def log_dir_setting(self) -> str:
+        """The name the data directory was given by: log.dirs, or log.dir when log.dirs is not set."""
+        return "log.dirs" if self["log.dirs"] else "log.dir"
+
     def _log_dirs(self) -> list[str]:
         """log.dirs, or log.dir when that is not set, as in Kafka."""
         return [d.strip() for d in str(self["log.dirs"] or self["log.dir"]).split(",") if d.strip()]
@@ -320,6 +357,18 @@ def parse_listener(url: str) -> tuple[str, str, int]:
     return name, host.strip("[]"), port
 
 
+def shown_default(setting: Setting) -> str:
+    """A default as an operator writes it, not as Python prints it (None, 1.7976931348623157e+308)."""
+    value = setting.default
+    if value is None or value == "":
+        return "not set"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value >= 1e300:
+        return "no limit"
+    return str(value)
+
+
 def describe_settings() -> str:
     width = max(len(s.name) for s in SETTINGS)
-    return "\n".join(f"  {s.name:<{width}}  {s.doc} (default: {s.default})" for s in SETTINGS)
+    return "\n".join(f"  {s.name:<{width}}  {s.doc} (default: {shown_default(s)})" for s in SETTINGS)

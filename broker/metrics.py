@@ -17,7 +17,7 @@ import time
 from collections import Counter
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, SummaryMetricFamily
 
 from broker.errors import ErrorCode
 from broker.transaction.metadata import TransactionState
@@ -164,6 +164,12 @@ class BrokerMetrics:
         for api, hist in sorted(self.latency.items()):
             latency.add_metric([api], hist.cumulative(), hist.sum)
         yield latency
+        # Kafka's RequestMetrics TotalTimeMs as the JMX exporter shows it: a count and a sum in milliseconds
+        total_ms = SummaryMetricFamily("kafka_network_requestmetrics_totaltimems",
+                                       "Time from a request's arrival to its response, in ms", labels=["request"])
+        for api, hist in sorted(self.latency.items()):
+            total_ms.add_metric([api], hist.count, hist.sum * 1000)
+        yield total_ms
         errors = CounterMetricFamily("kafka_network_requestmetrics_errors",
                                      "Produce and Fetch partition errors by error code", labels=["request", "error"])
         for (api, error), n in sorted(self.errors.items()):
@@ -190,21 +196,45 @@ class BrokerMetrics:
 
     def _partitions(self):
         """Partition states as Metadata reports them, so a replicated broker's states show up unchanged.
-        Under-replicated counts the partitions this broker leads, as in Kafka; offline counts them all."""
-        under = offline = 0
-        for topic in self.broker.logs.topics.values():
-            for partition in self.broker.partition_metadata(topic):
-                under += (partition["leader_id"] == self.broker.node_id
-                          and len(partition["isr_nodes"]) < len(partition["replica_nodes"]))
-                offline += partition["leader_id"] < 0
+        Under-replicated and under-min-ISR count the partitions this broker leads, as in Kafka; offline
+        partitions are counted by the active controller only (0 elsewhere, as Kafka's metric is)."""
+        broker = self.broker
+        me = broker.node_id
+        controller = broker.store.cache.controller_id == me
+        leaders = under = under_min_isr = offline = 0
+        for topic in broker.logs.topics.values():
+            for partition in broker.partition_metadata(topic):
+                isr = len(partition["isr_nodes"])
+                offline += controller and partition["leader_id"] < 0
+                if partition["leader_id"] != me:
+                    continue
+                leaders += 1
+                under += isr < len(partition["replica_nodes"])
+                log_ = broker.logs.log(topic.name, partition["partition_index"])
+                under_min_isr += log_ is not None and isr < log_.config.min_insync_replicas
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_activecontrollercount",
+                                "1 on the active controller, 0 on every other broker", value=int(controller))
         yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions on this broker",
-                                value=len(self.broker.logs.logs))
+                                value=len(broker.logs.logs))
+        yield GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions this broker leads",
+                                value=leaders)
         yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
                                 "Partitions led here with fewer in-sync replicas than replicas", value=under)
+        yield GaugeMetricFamily("kafka_server_replicamanager_underminisrpartitioncount",
+                                "Partitions led here with fewer in-sync replicas than min.insync.replicas",
+                                value=under_min_isr)
         yield GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
-                                "Partitions without a leader", value=offline)
+                                "Partitions without a leader (counted by the active controller)", value=offline)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here",
+                                  value=broker.replicas.isr_shrinks)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions of partitions led here", value=broker.replicas.isr_expands)
+        fetchers = broker.replicas.fetchers
+        max_lag = GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag", "Records the most lagging "
+                                    "follower partition here is behind its leader", labels=["clientId"])
+        max_lag.add_metric(["Replica"], fetchers.max_lag() if fetchers is not None else 0)
+        yield max_lag
         size = GaugeMetricFamily("kafka_log_log_size", "Bytes in a partition's segments", labels=["topic", "partition"])
-        for (topic, partition), log_ in sorted(self.broker.logs.logs.items()):
+        for (topic, partition), log_ in sorted(broker.logs.logs.items()):
             size.add_metric([topic, str(partition)], log_.size_bytes)
         yield size
 

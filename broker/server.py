@@ -38,6 +38,7 @@ from .request_queue import RequestQueue
 from .security import authorization, sasl, tls
 from .transaction.verification import TransactionVerifier
 from .session import Session
+from .shutdown import within
 from .metrics import BrokerMetrics
 
 log = logging.getLogger("moldau.server")
@@ -373,8 +374,10 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.close()
 
 
-def bind_socket(host: str, port: int, what: str) -> socket.socket:
-    """A TCP socket bound (listening later) to host:port; ConfigError names ``what`` when that fails."""
+def bind_socket(host: str, port: int, what: str, listen: bool = False) -> socket.socket:
+    """A TCP socket bound (listening later, or at once with ``listen``) to host:port; ConfigError names
+    ``what`` when that fails. Two sockets with SO_REUSEADDR may bind one port while neither listens: only
+    a listening one holds it against another process's bind."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host or "0.0.0.0", port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
@@ -384,6 +387,8 @@ def bind_socket(host: str, port: int, what: str) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
+        if listen:
+            sock.listen(_LISTEN_BACKLOG)
     except OSError as exc:
         sock.close()
         raise ConfigError(f"{what}: cannot bind ({exc.strerror})") from None
@@ -409,7 +414,8 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
     loop = asyncio.get_running_loop()
     servers = []
     connections: set[KafkaConnection] = set()
-    await broker.open()
+    if not await _opened_unless_stopped(broker, stop):
+        return
     broker.groups.start()
     broker.transactions.start(InterBrokerChannel(broker, f"broker-{broker.node_id}-txn-marker-sender"))
     broker.txn_verifier = TransactionVerifier(broker)
@@ -466,6 +472,24 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         for server in servers:
             await server.wait_closed()
         supervisor.stop_all()  # what is left: coordinator loads, marker senders, requests' own tasks
+
+
+async def _opened_unless_stopped(broker: Broker, stop: asyncio.Event) -> bool:
+    """broker.open(), unless a SIGTERM/SIGINT comes first: joining a cluster may wait (for etcd, for an
+    earlier run's session to expire) and a signal must not wait with it. False: stopped, the session ended."""
+    opening = asyncio.ensure_future(broker.open())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if opening.done():
+        opening.result()  # its exception (etcd unreachable, a node.id in use) stops the broker
+        return True
+    opening.cancel()
+    try:
+        await within(10, broker.store.stop(controlled=False), "leaving etcd")
+    except Exception as exc:
+        log.warning("stopped while joining the cluster: %s", exc)
+    return False
 
 
 def _close_least_recently_active(connections: set[KafkaConnection], protected_listener: str) -> None:

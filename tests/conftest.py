@@ -392,6 +392,7 @@ LONG = (
     "tests/reliability/test_request_queue.py",
     "tests/reliability/test_kill_loop.py",
     "tests/bench/test_bench_smoke.py",
+    "tests/cluster/test_local_cluster.py::test_readme_cluster_steps",
 )
 FIRST = (*ALONE, *HEAVY, *LONG)
 

@@ -167,8 +167,9 @@ def test_image_installs_in_a_clean_venv_and_serves_the_host_through_its_external
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as response:
             scraped = response.read().decode()
         families = set(re.findall(r"^# TYPE (\w+) ", scraped, re.M))
-        dashboard = json.loads((DOCKER / "grafana" / "moldau-dashboard.json").read_text())
-        used = {name for panel in dashboard["panels"] for target in panel["targets"]
+        used = {name for board in ("moldau-dashboard.json", "moldau-cluster-dashboard.json")
+                for panel in json.loads((DOCKER / "grafana" / board).read_text())["panels"]
+                for target in panel["targets"]
                 for name in re.findall(r"\b((?:kafka|moldau|process)_\w+)", target["expr"])}
         assert used, "the dashboard queries no metric"
         missing = {n for n in used if n not in families and re.sub(r"_(bucket|count|sum)$", "", n) not in families}
@@ -222,6 +223,118 @@ def test_compose_runs_broker_smoke_test_pipeline_prometheus_and_grafana():
     dashboard = json.loads((DOCKER / "grafana/moldau-dashboard.json").read_text())
     uids = {panel["datasource"]["uid"] for panel in dashboard["panels"]}
     assert uids == {datasource["datasources"][0]["uid"]}
+
+
+def base_release(image: str) -> str | None:
+    """The Debian release a python image's tag pins (python:3.11-slim-bookworm: bookworm), None if unpinned."""
+    tag = image.partition(":")[2]
+    release = tag.rsplit("-", 1)[-1] if "-" in tag else ""
+    return release if release.isalpha() and release not in ("slim", "alpine") else None
+
+
+def host_debian_mirror() -> str | None:
+    """The Debian archive this machine's apt uses (its own sources, so no registry is named here)."""
+    sources = Path("/etc/apt/sources.list.d")
+    for f in [Path("/etc/apt/sources.list"), *sorted(sources.glob("*.sources")), *sorted(sources.glob("*.list"))]:
+        if not f.is_file():
+            continue
+        text = f.read_text()
+        for stanza in text.split("\n\n"):  # deb822
+            fields = dict(ln.split(":", 1) for ln in stanza.splitlines() if ":" in ln and not ln.startswith("#"))
+            if "debian-archive-keyring" in fields.get("Signed-By", "") and "security" not in fields.get("Suites", ""):
+                return fields["URIs"].split()[0]
+        for line in text.splitlines():  # one-line style
+            parts = line.split()
+            if parts[:1] == ["deb"] and parts[-2:-1] != [] and [p for p in parts if p.rstrip("/").endswith("/debian")]:
+                return next(p for p in parts if p.rstrip("/").endswith("/debian"))
+    return None
+
+
+def apt_packages() -> dict[str, list[str]]:
+    """Base image -> the packages `apt-get install` adds in the stages built on it."""
+    base_of: dict[str, str] = {}
+    text = (DOCKER / "Dockerfile").read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        if line.strip().upper().startswith("FROM "):
+            source, stage = line.split()[1], line.split()[-1]
+            base_of[stage] = base_of.get(source, source)
+    packages: dict[str, list[str]] = {}
+    for stage, steps in stages().items():
+        for op, args in steps:
+            for step in args.split("&&") if op == "RUN" else []:
+                words = shlex.split(step)
+                if words[:2] == ["apt-get", "install"]:
+                    packages.setdefault(base_of[stage], []).extend(w for w in words[2:] if not w.startswith("-"))
+    return packages
+
+
+def test_apt_packages_exist_in_the_base_images_debian_release(tmp_path):
+    """Every package an `apt-get install` names is in the Debian release of the image it runs on (an unpinned
+    python:3.11-slim moved from bookworm to trixie, which has no openjdk-17): resolved with apt against that
+    release's package index, from the archive this machine's apt uses."""
+    wanted = apt_packages()
+    assert wanted, "the Dockerfile installs no apt package any more: drop this test"
+    mirror = host_debian_mirror()
+    if shutil.which("apt-get") is None or mirror is None:
+        pytest.skip("no apt, or no Debian archive configured on this machine, to resolve the package names")
+    for image, packages in wanted.items():
+        release = base_release(image)
+        assert release, f"{image}: pin the Debian release (e.g. python:3.11-slim-bookworm) its apt packages come from"
+        root = tmp_path / release
+        (root / "lists" / "partial").mkdir(parents=True)
+        (root / "cache" / "archives" / "partial").mkdir(parents=True)
+        (root / "status").write_text("")
+        (root / "sources.list").write_text(
+            f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {mirror} {release} main\n")
+        host_lists = Path("/var/lib/apt/lists")
+        # the host's own index of that release when it has one (no download), else the archive's
+        lists = host_lists if list(host_lists.glob(f"*_dists_{release}_main_binary-*_Packages*")) else root / "lists"
+        options = ["-o", f"Dir::Etc::SourceList={root / 'sources.list'}", "-o", f"Dir::Etc::SourceParts={root}",
+                   "-o", f"Dir::State::Lists={lists}", "-o", f"Dir::Cache={root / 'cache'}",
+                   "-o", f"Dir::State::status={root / 'status'}", "-o", "Debug::NoLocking=1",
+                   "-o", "APT::Sandbox::User=root", "-o", "Acquire::Languages=none"]
+        if lists != host_lists:
+            update = subprocess.run(["apt-get", *options, "-qq", "update"], capture_output=True, text=True,
+                                    timeout=300)
+            if update.returncode != 0:
+                pytest.skip(f"the Debian archive did not answer for {release}: {update.stderr.strip()[-300:]}")
+        for package in packages:
+            found = subprocess.run(["apt-cache", *options, "show", "--no-all-versions", package],
+                                   capture_output=True, text=True, timeout=60)
+            assert found.returncode == 0 and f"Package: {package}" in found.stdout, \
+                f"{image} ({release}) has no package {package}: {found.stderr.strip()}"
+
+
+def test_cluster_compose_waits_for_a_healthy_etcd_restarts_brokers_and_is_monitored():
+    compose = yaml.safe_load((DOCKER / "docker-compose.cluster.yml").read_text())
+    services = compose["services"]
+    etcd = services["etcd"]
+    assert "etcdctl" in etcd["healthcheck"]["test"] and "health" in etcd["healthcheck"]["test"]
+    brokers = {name: s for name, s in services.items() if name.startswith("moldau-")}
+    assert len(brokers) == 3
+    targets = []
+    for name, service in brokers.items():
+        assert service["depends_on"]["etcd"]["condition"] == "service_healthy"
+        assert service["restart"] in ("on-failure", "unless-stopped", "always")
+        assert service["build"]["target"] in stages()
+        overrides = dict(service["command"][i + 1].split("=", 1) for i in range(0, len(service["command"]), 2))
+        assert overrides["metrics.host"] == "0.0.0.0"
+        targets.append(f"{service['hostname']}:{overrides['metrics.port']}")
+    prometheus_config = services["prometheus"]["volumes"][0].split(":")[0]
+    prometheus = yaml.safe_load((DOCKER / prometheus_config).read_text())
+    assert prometheus["scrape_configs"][0]["static_configs"][0]["targets"] == targets
+    assert services["prometheus"]["restart"] and services["grafana"]["restart"]
+    mounted = [v.split(":")[0] for v in services["grafana"]["volumes"]]
+    for path in mounted:
+        assert (DOCKER / path).exists(), path
+    assert "./grafana/moldau-cluster-dashboard.json" in mounted
+    dashboard = json.loads((DOCKER / "grafana/moldau-cluster-dashboard.json").read_text())
+    queried = " ".join(t["expr"] for panel in dashboard["panels"] for t in panel["targets"])
+    for metric in ("underreplicatedpartitions", "offlinepartitionscount", "kafka_consumergroup_lag",
+                   "totaltime_seconds_bucket", "isrshrinks_total", "isrexpands_total"):
+        assert metric in queried, metric
+    single = yaml.safe_load((DOCKER / "docker-compose.yml").read_text())["services"]["moldau"]
+    assert single["restart"] == "on-failure"
 
 
 def _engine() -> list[str] | None:

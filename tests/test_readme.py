@@ -1,4 +1,5 @@
-"""README promises: the API table matches ApiVersions, and the two commands exist."""
+"""README promises: the two commands exist, every command it shows is run by a test, the API table
+(docs/apis.md) matches ApiVersions and the settings are all documented."""
 
 import re
 import subprocess
@@ -6,13 +7,16 @@ import sys
 from pathlib import Path
 
 from broker.handlers import HANDLERS
+from helpers.readme import README, block
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+DOCS = {p.name: p.read_text() for p in (ROOT / "docs").glob("*.md")}
+# README's command blocks, each run by a test: first-steps here, cluster-steps by tests/cluster/test_local_cluster.py
+RUN_BLOCKS = ("first-steps", "cluster-steps")
 
 
 def test_api_table_matches_what_the_broker_advertises():
-    table = README.split("<!-- api-table")[1].split("<!-- end api-table")[0]
+    table = DOCS["apis.md"].split("<!-- api-table")[1].split("<!-- end api-table")[0]
     rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+)–(\d+) \|$", table, re.M)
     documented = {int(key): (name, int(lo), int(hi)) for name, key, lo, hi in rows}
     advertised = {key: (h.name, h.min_version, h.max_version) for key, h in HANDLERS.items()}
@@ -32,9 +36,18 @@ def test_serve_help_lists_every_setting():
 
     out = subprocess.run([sys.executable, "-m", "broker", "serve", "--help"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60).stdout
+    documented = DOCS["configuration.md"] + DOCS["cluster.md"] + DOCS["security.md"]
     for setting in SETTINGS:
         assert setting.name in out
-        assert f"`{setting.name}`" in README
+        assert f"`{setting.name}`" in documented, setting.name
+
+
+def test_every_readme_command_is_run_by_a_test():
+    """A newcomer copies README's commands: each is `make run`/`make test` (above) or in a block a test runs."""
+    commands = [line[4:] for line in README.splitlines() if line.startswith("    ") and line.strip()]
+    run = {"make run", "make test"} | {c for name in RUN_BLOCKS for c in block(name)}
+    assert [c for c in commands if c not in run] == []
+    assert len(README.splitlines()) < 200  # read in ten minutes; the long material is in docs/
 
 
 def test_first_steps_work_as_written(start_broker):
@@ -43,8 +56,7 @@ def test_first_steps_work_as_written(start_broker):
 
     from conftest import free_port
 
-    block = README.split("<!-- first-steps")[1].split("<!-- end first-steps")[0]
-    commands = [line[4:] for line in block.splitlines() if line.startswith("    ")]
+    commands = block("first-steps")
     start, *shell_lines = [c for c in commands if not c.startswith(("from ", "p = ", "c = "))]
     python = "\n".join(c for c in commands if c.startswith(("from ", "p = ", "c = ")))
     metrics = free_port()

@@ -44,11 +44,12 @@ from .controller import Controller
 from .etcd_security import ACLS, SCRAM, ClusterSecurity
 from .fetcher import ReplicaFetcherManager
 from .metadata import NO_LEADER, BrokerInfo, MetadataCache, PartitionState, TopicChangeInProgress
-from .store import MetadataStore
+from .store import MetadataStore, NodeIdInUse
 
 log = logging.getLogger("moldau.etcd")
 
 RETRY_S = 0.5
+COUNTDOWN_S = 5.0  # between the lines counting down an earlier run's session
 # etcd's default --max-txn-ops: a transaction with more operations is refused
 MAX_TXN_OPS = 128
 CREATING = "creating"  # /creating/<name>: the claim of a topic write in several steps
@@ -118,7 +119,7 @@ class EtcdMetadataStore(MetadataStore):
     async def start(self) -> None:
         await self._connect()
         await self._adopt_cluster_id()
-        await self._register()
+        await self._register(first=True)
         self.broker.producer_ids.block_source = self
         self.broker.producer_ids.adopt_block(await self._reserve_producer_id_block())
         self.security = ClusterSecurity(self)
@@ -139,24 +140,37 @@ class EtcdMetadataStore(MetadataStore):
         found = await self.client.get(key)
         self.broker.logs.cluster_id = found.value.decode()
 
-    async def _register(self) -> None:
-        """Register under a new lease; a registration left by this node.id's previous run blocks it until its
-        lease expires (etcd.session.timeout.ms after a crash), as a ZooKeeper ephemeral node does."""
+    async def _register(self, first: bool = False) -> None:
+        """Register under a new lease. A registration left by this node.id's previous run blocks it until its
+        lease expires (etcd.session.timeout.ms after a crash), as a ZooKeeper ephemeral node does; one whose
+        lease is renewed meanwhile belongs to a live broker, and a starting broker (``first``) refuses to run
+        beside it (NodeIdInUse), as Kafka refuses a broker.id registered by another session."""
         node = self.broker.node_id
         key = self.key("brokers", "ids", node)
         host, port = inter_broker_endpoint(self.broker.config)
         info = BrokerInfo(node, host, port, None, advertised_endpoints(self.broker.config))
         self.lease = await self.client.lease(self.ttl)
-        waited = False
+        loop = asyncio.get_running_loop()
+        seen_ttl, renewals, next_line = None, 0, 0.0
         while True:
             ok, _ = await self.client.transaction(
                 compare=[self.client.transactions.version(key) == 0],
                 success=[self.client.transactions.put(key, info.encode(), lease=self.lease)], failure=[])
             if ok:
                 break
-            if not waited:
-                log.info("node.id %d is still registered (an earlier run's session); waiting for it to expire", node)
-                waited = True
+            found = await self.client.get(key)
+            if found is not None:
+                other = BrokerInfo.decode(found.value)
+                ttl = (await self.client.get_lease_info(found.lease, keys=False)).TTL
+                renewals += seen_ttl is not None and ttl > seen_ttl
+                if first and renewals >= 2:  # one may be etcd's: a new etcd leader renews every lease
+                    raise NodeIdInUse(f"node.id {node} is in use by a live broker at {other.host}:{other.port} "
+                                      f"(its etcd session is being renewed); give this broker another node.id")
+                seen_ttl = ttl
+                if loop.time() >= next_line:
+                    log.info("node.id %d is still registered by an earlier run (%s:%d); its session expires in "
+                             "%d s, waiting", node, other.host, other.port, max(ttl, 0))
+                    next_line = loop.time() + COUNTDOWN_S
             await self.lease.refresh()
             await asyncio.sleep(RETRY_S)
         log.info("registered as broker %d in etcd (session timeout %ds)", node, self.ttl)

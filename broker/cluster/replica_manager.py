@@ -199,6 +199,9 @@ class Partition:
             self._complete_waiters()
             self.manager.broker.leadership_changed(self.topic, self.index, False, state.leader_epoch)
         elif state.leader == me:
+            # an ISR change under this leader, its own or the controller's (a follower gone)
+            self.manager.isr_shrinks += bool(set(old.isr) - set(state.isr))
+            self.manager.isr_expands += bool(set(state.isr) - set(old.isr))
             # a reassignment adds followers (tracked from their first fetch) or takes them away
             now = _monotonic_ms()
             self.followers = {r: self.followers.get(r) or FollowerState(last_caught_up_ms=now)
@@ -215,6 +218,9 @@ class ReplicaManager:
         self.fetchers = None  # a ReplicaFetcherManager in a cluster
         self.expansion_delay_s = faults.isr_expansion_delay_s()
         self.replication_wait_delay_s = faults.replication_wait_delay_s()
+        # ISR changes of partitions this broker leads (Kafka's IsrShrinksPerSec, IsrExpandsPerSec)
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def on_append(self, topic: str, index: int) -> None:
         """Any append here (produce, markers, the coordinators' records): an ISR of one commits it at once."""

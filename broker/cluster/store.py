@@ -28,6 +28,10 @@ from .metadata import (
 log = logging.getLogger("moldau.metadata")
 
 
+class NodeIdInUse(RuntimeError):
+    """A live broker holds this broker's node.id: the broker stops with this line."""
+
+
 class MetadataStore:
     """What both implementations share: replica assignment for new topics and partitions."""
 

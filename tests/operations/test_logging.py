@@ -63,3 +63,67 @@ def test_log_level_option_overrides_the_config(tmp_path):
     assert refused.returncode == 2 and "log.level: 'LOUD' is not a level" in error_lines(refused)[0]
     refused = serve_refused({"log.dirs": tmp_path}, "--log-level", "NOISY")
     assert refused.returncode == 2 and "--log-level: 'NOISY' is not a level" in refused.stderr
+
+
+def test_log_file_is_reopened_after_logrotate_moves_it(tmp_path):
+    """log.file: the daemon's log in a file instead of stderr, reopened once logrotate has moved it."""
+    import subprocess
+    import time
+
+    from conftest import REPO_ROOT, BrokerProcess
+
+    log_file = tmp_path / "moldau.log"
+    b = BrokerProcess(tmp_path / "broker", {"log.file": log_file})
+    proc = subprocess.Popen(b.command(), cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (log_file.exists() and f"listening on PLAINTEXT://127.0.0.1:{b.port}" in log_file.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.1)
+        log_file.rename(tmp_path / "moldau.log.1")  # what logrotate does
+        client = admin(b.bootstrap)
+        client.create_topics([NewTopic("rotated", 1, 1)])["rotated"].result(30)
+        deadline = time.monotonic() + 20
+        while not (log_file.exists() and "rotated" in log_file.read_text()):
+            assert time.monotonic() < deadline, "the moved log file was not reopened"
+            time.sleep(0.1)
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+        assert err == ""  # it all went to the file
+        assert "stopped; logs flushed and closed" in log_file.read_text()
+    finally:
+        proc.kill()
+
+
+def test_version():
+    import subprocess
+    import sys
+
+    from broker import __version__
+    from conftest import REPO_ROOT
+
+    out = subprocess.run([sys.executable, "-m", "broker", "--version"], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout == f"moldau {__version__}\n"
+    changelog = (REPO_ROOT / "CHANGELOG.md").read_text()
+    assert f"## {__version__}" in changelog
+
+
+def test_systemd_unit_runs_the_broker_as_systemd_would_stop_it():
+    """The example unit: `moldau serve` with a properties file, stopped by SIGTERM with more time than the
+    broker's own bound, not restarted after a refused configuration (exit status 2)."""
+    import configparser
+    import shlex
+
+    from broker import shutdown
+    from conftest import REPO_ROOT
+
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str
+    unit.read(REPO_ROOT / "docs" / "systemd" / "moldau.service")
+    service = unit["Service"]
+    command = shlex.split(service["ExecStart"])
+    assert command[0].endswith("/moldau") and command[1] == "serve" and command[2].endswith("server.properties")
+    assert service["KillSignal"] == "SIGTERM" and int(service["TimeoutStopSec"]) > shutdown.WATCHDOG_S
+    assert service["RestartPreventExitStatus"] == "2"

@@ -133,3 +133,24 @@ def test_hanging_transactions_are_counted(start_broker):
     late = ("kafka_server_replicamanager_partitionswithlatetransactionscount",)
     assert scrape(port)[late] == 0  # not yet older than transaction.max.timeout.ms
     wait_for(port, late, 1, timeout=30)
+
+
+@pytest.mark.timeout(60)
+def test_standalone_broker_is_its_own_controller_and_leads_everything(start_broker):
+    """A standalone broker's replica manager and controller metrics: it leads every partition in an ISR of
+    one, so with min.insync.replicas=2 every partition is under min ISR (acks=all writes are refused)."""
+    port = free_port()
+    b = start_broker({"metrics.port": port, "min.insync.replicas": 2})
+    create_topic(b.bootstrap, TOPIC, partitions=2)
+    s = scrape(port)
+    partitions = s[("kafka_server_replicamanager_partitioncount",)]
+    assert s[("kafka_controller_kafkacontroller_activecontrollercount",)] == 1
+    assert s[("kafka_server_replicamanager_leadercount",)] == partitions
+    assert s[("kafka_server_replicamanager_underminisrpartitioncount",)] == partitions  # the internal ones too
+    assert s[("kafka_server_replicamanager_underreplicatedpartitions",)] == 0
+    assert s[("kafka_controller_kafkacontroller_offlinepartitionscount",)] == 0
+    assert s[("kafka_server_replicamanager_isrshrinks_total",)] == s[("kafka_server_replicamanager_isrexpands_total",)] == 0
+    assert s[("kafka_server_replicafetchermanager_maxlag", ("clientId", "Replica"))] == 0
+    assert s[("kafka_network_requestmetrics_totaltimems_count", ("request", "CreateTopics"))] == 1
+    assert 0 < s[("kafka_network_requestmetrics_totaltimems_sum", ("request", "CreateTopics"))] == pytest.approx(
+        1000 * s[("kafka_network_requestmetrics_totaltime_seconds_sum", ("request", "CreateTopics"))])
