@@ -41,6 +41,7 @@ from storage.files import decode_uuid, encode_uuid, random_uuid
 
 from . import client_security
 from .controller import Controller
+from .etcd_configs import EtcdConfigs
 from .etcd_security import ACLS, SCRAM, ClusterSecurity
 from .fetcher import ReplicaFetcherManager
 from .metadata import NO_LEADER, BrokerInfo, MetadataCache, PartitionState, TopicChangeInProgress
@@ -92,6 +93,7 @@ class EtcdMetadataStore(MetadataStore):
         self._reserving: asyncio.Future | None = None
         self.revision = 0
         self.security: ClusterSecurity | None = None
+        self.configs = EtcdConfigs(self)
         self.topic_write_delay_s = faults.topic_write_delay_s()
         self.kill_after_topic_write_step = faults.topic_write_killer()
 
@@ -313,8 +315,10 @@ class EtcdMetadataStore(MetadataStore):
             local = None
         if local is None:
             logs.create_topic(name, topic.num_partitions, topic.configs, topic_id=topic.topic_id)
-        elif local.num_partitions < topic.num_partitions:
-            logs.add_partitions(name, topic.num_partitions)
+        else:
+            self.configs.apply_topic_configs(name, topic.configs)
+            if local.num_partitions < topic.num_partitions:
+                logs.add_partitions(name, topic.num_partitions)
         for p in range(topic.num_partitions):  # states that arrived before their topic
             state = self.cache.partition_state(name, p)
             if state is not None:
@@ -349,10 +353,14 @@ class EtcdMetadataStore(MetadataStore):
         ok, _ = await self.client.transaction(compare=[tx.mod(key) == expected.version],
                                               success=[tx.put(key, new.encode())], failure=[])
         if ok:
-            found = await self.client.get(key)
-            if found is not None:
-                self._apply(key.decode(), found.value, found.mod_revision)
+            await self.apply_current(key)
         return ok
+
+    async def apply_current(self, key: bytes) -> None:
+        """A key this broker just wrote, applied now (so its next answers have it) as etcd has it."""
+        found = await self.client.get(key)
+        if found is not None:
+            self._apply(key.decode(), found.value, found.mod_revision)
 
     async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str],
                            topic_id=None) -> TopicMetadata:
@@ -479,6 +487,9 @@ class EtcdMetadataStore(MetadataStore):
         except (TopicExists, TopicChangeInProgress):
             pass
         return self.broker.logs.topic(name) is not None
+
+    async def alter_topic_configs(self, name: str, change, validate_only: bool) -> dict[str, str]:
+        return await self.configs.alter_topic_configs(name, change, validate_only)
 
     async def create_partitions(self, name: str, assignment: dict[int, list[int]]) -> None:
         tx = self.client.transactions

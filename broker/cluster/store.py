@@ -10,9 +10,11 @@ state in etcd for a cluster.
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
 from storage.catalog import TopicMetadata
+from storage.errors import UnknownTopic
 
 from .client_security import ClientSecurity
 from .controller import requested_election
@@ -97,6 +99,11 @@ class MetadataStore:
         return "", None
 
     # implemented by each store
+    async def alter_topic_configs(self, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+                                  validate_only: bool) -> dict[str, str]:
+        """Replace a topic's configs with ``change(its current configs)`` (which raises InvalidConfig to
+        refuse), before the answer; UnknownTopic when there is no such topic. Returns the new configs."""
+
     async def start(self) -> None: ...
     async def stop(self, controlled: bool) -> None: ...
     def topic_creation_pending(self, name: str) -> bool:
@@ -137,6 +144,15 @@ class LocalMetadataStore(MetadataStore):
 
     async def ensure_internal_topic(self, name: str) -> bool:
         return self.broker.logs.topic(name) is not None
+
+    async def alter_topic_configs(self, name: str, change, validate_only: bool) -> dict[str, str]:
+        topic = self.broker.logs.topic(name)
+        if topic is None:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        wanted = change(dict(topic.configs))
+        if not validate_only:
+            self.broker.logs.alter_topic_configs(name, wanted)
+        return wanted
 
 
 class _LocalCache(MetadataCache):

@@ -56,7 +56,7 @@ def _changes_of(resource: dict):
     return {op["name"]: op["value"] if op["config_operation"] == SET else None for op in resource["configs"]}
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     responses = []
     for resource in request["resources"]:
         refusal = config_refusal(broker.authorizer, header, "AlterConfigs", resource["resource_type"],
@@ -64,7 +64,7 @@ def handle(broker, request, header) -> dict:
         if resource["resource_type"] == topic_configs.BROKER_RESOURCE and any(
                 op["config_operation"] not in (SET, DELETE) for op in resource["configs"]):
             refusal = ErrorCode.INVALID_REQUEST  # no broker config that changes at run time is a list
-        code, message = (refusal, None) if refusal else topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
+        code, message = (refusal, None) if refusal else await topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
                                             _changes_of(resource), request["validate_only"])
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": resource["resource_type"], "resource_name": resource["resource_name"]})
