@@ -8,9 +8,12 @@ DescribeConfigs / DescribeClientQuotas and every leader enforces the same limits
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from urllib.parse import quote, unquote
 
+from broker.client_quotas import Entity, altered
 from storage.errors import InvalidConfig, UnknownTopic
 
 from . import etcd_store
@@ -19,11 +22,28 @@ from .metadata import TopicChangeInProgress
 log = logging.getLogger("moldau.etcd")
 
 ATTEMPTS = 5  # compare-and-swap rounds lost to concurrent writers before the request is told to retry
+CLIENT_QUOTAS = "client_quotas"
+DEFAULT_ENTITY = "<default>"  # as Kafka names the default entity; a name is percent-encoded, so never this
+
+
+def quota_key_name(entity: Entity) -> str:
+    """``client-id=<default>,user=alice``: the entity's types and names (percent-encoded) in its order."""
+    return ",".join(f"{kind}={DEFAULT_ENTITY if name is None else quote(name, safe='')}" for kind, name in entity)
+
+
+def quota_entity(key_name: str) -> Entity:
+    items = (part.partition("=") for part in key_name.split(","))
+    return tuple(sorted(((kind, None if name == DEFAULT_ENTITY else unquote(name)) for kind, _, name in items),
+                        key=lambda item: item[0]))
 
 
 class EtcdConfigs:
     def __init__(self, store) -> None:
         self.store = store
+        quotas = store.broker.quotas
+        if quotas.values:  # etcd's replace them as the watch brings them
+            log.warning("client quotas in %s are not used in a cluster: they are kept in etcd", quotas.path)
+            quotas.values.clear()
 
     @property
     def broker(self):
@@ -66,3 +86,46 @@ class EtcdConfigs:
             return
         log.info("topic %s: configs now %s", name, configs or "default")
         self.store.controller.configs_changed()
+
+    # --- client quotas ----------------------------------------------------------------------------
+
+    async def alter_client_quotas(self, changes: list[tuple[Entity, list[dict]]]) -> None:
+        """One transaction over every entity's key, each compared with the mod revision its values were
+        read at; then until this broker's watch has applied it, so its next DescribeClientQuotas has it."""
+        client, tx = self.store.client, self.store.client.transactions
+        merged: dict[Entity, list[dict]] = {}
+        for entity, ops in changes:
+            merged.setdefault(entity, []).extend(ops)
+        keys = {entity: self.store.key(CLIENT_QUOTAS, quota_key_name(entity)) for entity in merged}
+        for _ in range(ATTEMPTS):
+            compare, writes, wanted = [], [], {}
+            for entity, ops in merged.items():
+                found = await client.get(keys[entity])
+                values = altered(entity, ops, json.loads(found.value)["values"] if found is not None else {})
+                compare.append(tx.mod(keys[entity]) == found.mod_revision if found is not None
+                               else tx.version(keys[entity]) == 0)
+                if values:
+                    writes.append(tx.put(keys[entity], json.dumps(
+                        {"entity": [list(item) for item in entity], "values": values}).encode()))
+                elif found is not None:
+                    writes.append(tx.delete(keys[entity]))
+                wanted[entity] = values
+            if not writes:
+                return
+            ok, _ = await client.transaction(compare=compare, success=writes, failure=[])
+            if ok:
+                quotas = self.broker.quotas
+                await self._until(lambda: all(quotas.values.get(e, {}) == v for e, v in wanted.items()))
+                return
+        raise TimeoutError("the client quotas kept changing under this request; retry")
+
+    def apply_client_quota(self, key_name: str, value: bytes | None) -> None:
+        self.broker.quotas.set(quota_entity(key_name), json.loads(value)["values"] if value is not None else {})
+
+    @staticmethod
+    async def _until(applied, timeout_s: float = 5.0) -> None:
+        """Until the watch has brought a write of this broker's here (bounded: etcd has it either way)."""
+        for _ in range(int(timeout_s / 0.05)):
+            if applied():
+                return
+            await asyncio.sleep(0.05)

@@ -41,7 +41,7 @@ from storage.files import decode_uuid, encode_uuid, random_uuid
 
 from . import client_security
 from .controller import Controller
-from .etcd_configs import EtcdConfigs
+from .etcd_configs import CLIENT_QUOTAS, EtcdConfigs
 from .etcd_security import ACLS, SCRAM, ClusterSecurity
 from .fetcher import ReplicaFetcherManager
 from .metadata import NO_LEADER, BrokerInfo, MetadataCache, PartitionState, TopicChangeInProgress
@@ -282,6 +282,8 @@ class EtcdMetadataStore(MetadataStore):
                 self.controller.topic_claim_released()
             elif parts[0] in (ACLS, SCRAM) and len(parts) == 2:
                 self.security.apply(parts[0], parts[1], value)
+            elif parts[0] == CLIENT_QUOTAS and len(parts) == 2:
+                self.configs.apply_client_quota(parts[1], value)
         except (ValueError, KeyError, TypeError) as exc:
             log.error("ignoring unreadable etcd key %s: %s", key, exc)
 
@@ -490,6 +492,9 @@ class EtcdMetadataStore(MetadataStore):
 
     async def alter_topic_configs(self, name: str, change, validate_only: bool) -> dict[str, str]:
         return await self.configs.alter_topic_configs(name, change, validate_only)
+
+    async def alter_client_quotas(self, changes) -> None:
+        await self.configs.alter_client_quotas(changes)
 
     async def create_partitions(self, name: str, assignment: dict[int, list[int]]) -> None:
         tx = self.client.transactions

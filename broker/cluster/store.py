@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from broker.client_quotas import altered
 from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
 from storage.catalog import TopicMetadata
 from storage.errors import UnknownTopic
@@ -104,6 +105,9 @@ class MetadataStore:
         """Replace a topic's configs with ``change(its current configs)`` (which raises InvalidConfig to
         refuse), before the answer; UnknownTopic when there is no such topic. Returns the new configs."""
 
+    async def alter_client_quotas(self, changes: list[tuple[tuple, list[dict]]]) -> None:
+        """AlterClientQuotas' checked (entity, operations) pairs, stored before the answer (OSError if not)."""
+
     async def start(self) -> None: ...
     async def stop(self, controlled: bool) -> None: ...
     def topic_creation_pending(self, name: str) -> bool:
@@ -153,6 +157,14 @@ class LocalMetadataStore(MetadataStore):
         if not validate_only:
             self.broker.logs.alter_topic_configs(name, wanted)
         return wanted
+
+    async def alter_client_quotas(self, changes) -> None:
+        """Kept in the data directory (client-quotas.json); the values apply until a restart even when they
+        could not be stored."""
+        quotas = self.broker.quotas
+        for entity, ops in changes:
+            quotas.set(entity, altered(entity, ops, quotas.values.get(entity, {})))
+        quotas.save()
 
 
 class _LocalCache(MetadataCache):

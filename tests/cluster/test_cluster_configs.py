@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
 from helpers.kafka import producer
+from helpers.wire import WireClient, alter_quotas, describe_quotas
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -123,3 +124,36 @@ def test_enabling_unclean_election_elects_an_offline_partitions_leader(start_clu
     _set(cluster.brokers[1], "offline", unclean_leader_election_enable="true")
     cluster.wait_until(lambda: cluster.leader("offline") == 3, 30, "broker 3 elected by unclean election")
     assert _described(cluster.brokers[3], "offline")["unclean.leader.election.enable"] == "true"
+
+
+def _all_quotas(b) -> dict:
+    with WireClient(b.port) as c:
+        return describe_quotas(c, [])
+
+
+def test_client_quotas_are_cluster_wide(start_cluster, java):
+    """Java's Admin.alterClientQuotas through one broker; every broker describes them and holds clients to
+    them, removals included, and a broker that restarts takes them from etcd."""
+    from helpers.java_clients import every, only
+
+    cluster = start_cluster(3, quota_window_num=2)  # rates over 2 s: the producer's burst is over its quota
+    cluster.create_topic("java-quotas", partitions=1, replication_factor=3)
+    lines = java.run(cluster.brokers[1].bootstrap, "quotas", "java-quotas")
+    expected = {(("client-id", "java-slow"),): {"producer_byte_rate": 20000.0},
+                (("user", None),): {"request_percentage": 500.0}}
+    assert {tuple(sorted(line["entity"].items())): line["values"] for line in every(lines, "quota")} == expected
+    assert only(lines, "throttle")["produceThrottleTimeMaxMs"] > 0  # by the leader, wherever it is
+    for b in cluster.brokers.values():
+        cluster.wait_until(lambda: _all_quotas(b) == expected, 30, f"broker {b} describing the quotas")
+    assert sorted(kv.key for kv in cluster.etcd_prefix(b"/client_quotas/")) == [
+        b"/client_quotas/client-id=java-slow", b"/client_quotas/user=<default>"]
+
+    cluster.brokers[2].stop()
+    with WireClient(cluster.brokers[3].port) as c:  # removed through another broker
+        assert alter_quotas(c, {"client-id": "java-slow"}, {"producer_byte_rate": None}) == [0]
+        assert alter_quotas(c, {"user": "a/b,c=d"}, {"producer_byte_rate": 5.0}) == [0]
+    expected = {(("user", None),): {"request_percentage": 500.0}, (("user", "a/b,c=d"),): {"producer_byte_rate": 5.0}}
+    assert _all_quotas(cluster.brokers[3]) == expected  # the writer answers with its own change
+    cluster.wait_until(lambda: _all_quotas(cluster.brokers[1]) == expected, 30, "broker 1 describing the removal")
+    cluster.brokers[2].start()
+    cluster.wait_until(lambda: _all_quotas(cluster.brokers[2]) == expected, 30, "the restarted broker's quotas")

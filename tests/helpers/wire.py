@@ -132,3 +132,21 @@ class WireClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# --- client quotas: AlterClientQuotas / DescribeClientQuotas ---------------------------------------
+
+def alter_quotas(c: "WireClient", entity: dict, ops: dict, validate_only: bool = False) -> list[int]:
+    """Error codes of one entity's set (value) / remove (None) operations."""
+    r = c.request("AlterClientQuotas", 1, {"validate_only": validate_only, "entries": [{
+        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+        "ops": [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in ops.items()]}]})
+    return [e["error_code"] for e in r["entries"]]
+
+
+def describe_quotas(c: "WireClient", components: list[tuple[str, int, str | None]], strict=False) -> dict:
+    r = c.request("DescribeClientQuotas", 1, {"strict": strict, "components": [
+        {"entity_type": t, "match_type": m, "match": n} for t, m, n in components]})
+    assert r["error_code"] == 0, r
+    return {tuple((e["entity_type"], e["entity_name"]) for e in entry["entity"]):
+            {v["key"]: v["value"] for v in entry["values"]} for entry in r["entries"]}
