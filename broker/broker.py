@@ -20,6 +20,7 @@ from .cluster.store import LocalMetadataStore, MetadataStore
 from .config import BrokerConfig, ConfigError
 from .delayed_fetch import FetchPurgatory
 from .descriptors import Budget
+from .dynamic_configs import DynamicBrokerConfigs
 from .errors import ErrorCode
 from .fetch_session import FetchSessionCache
 from .group import OFFSETS_TOPIC, GroupCoordinator
@@ -97,6 +98,7 @@ class Broker:
         self.scram_credentials = ScramCredentials(config.log_dir / CREDENTIALS_FILE)
         self.authorizer = authorizer.from_config(config)
         self.tls_contexts = ListenerContexts(self)
+        self.broker_configs = DynamicBrokerConfigs(self)
         self.fetch_purgatory = FetchPurgatory()
         self.metrics = None  # a BrokerMetrics while metrics.port serves Prometheus
         self.txn_verifier = None  # a TransactionVerifier while serving: KIP-890's question to other brokers

@@ -118,10 +118,12 @@ TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 async def alter(broker, resource_type: int, name: str, configs, validate_only: bool) -> tuple[int, str | None]:
     """Replace a topic's configs with ``configs(its current configs, the LogConfig they make)`` (or refuse,
     when that returns an error message), through the metadata store: in a cluster the topic's etcd key,
-    which every broker applies. For the broker resource ``configs`` is {name: value, None to go back to
-    server.properties}. Returns (error code, message)."""
-    if resource_type == BROKER_RESOURCE:  # only its TLS stores change without a restart
-        return broker.tls_contexts.alter(name, configs, validate_only)
+    which every broker applies. For the broker resource ``configs`` is ({name: value, None to go back to
+    server.properties}, whether they replace all dynamic ones). Returns (error code, message)."""
+    if resource_type == BROKER_RESOURCE:
+        from broker import dynamic_configs
+
+        return await dynamic_configs.alter(broker, name, *configs, validate_only)
     if resource_type != TOPIC_RESOURCE:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported"
     before = {}

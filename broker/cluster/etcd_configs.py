@@ -23,6 +23,7 @@ log = logging.getLogger("moldau.etcd")
 
 ATTEMPTS = 5  # compare-and-swap rounds lost to concurrent writers before the request is told to retry
 CLIENT_QUOTAS = "client_quotas"
+CONFIGS = "configs"  # /configs/brokers/<node id or <default>>: dynamic broker configs
 DEFAULT_ENTITY = "<default>"  # as Kafka names the default entity; a name is percent-encoded, so never this
 
 
@@ -85,7 +86,7 @@ class EtcdConfigs:
             log.error("topic %s: configs %s from etcd not applied: %s", name, configs, exc)
             return
         log.info("topic %s: configs now %s", name, configs or "default")
-        self.store.controller.configs_changed()
+        self.store.configs_changed()
 
     # --- client quotas ----------------------------------------------------------------------------
 
@@ -129,3 +130,26 @@ class EtcdConfigs:
             if applied():
                 return
             await asyncio.sleep(0.05)
+
+    # --- dynamic broker configs -------------------------------------------------------------------
+
+    async def alter_broker_configs(self, entity: str, change, validate_only: bool) -> None:
+        """CAS on the entity's key; an entity without dynamic configs has no key."""
+        client, tx = self.store.client, self.store.client.transactions
+        key = self.store.key(CONFIGS, "brokers", entity)
+        configs = self.broker.broker_configs
+        for _ in range(ATTEMPTS):
+            found = await client.get(key)
+            wanted = change(json.loads(found.value) if found is not None else {})
+            if validate_only:
+                return
+            guard = tx.mod(key) == found.mod_revision if found is not None else tx.version(key) == 0
+            write = tx.put(key, json.dumps(wanted, sort_keys=True).encode()) if wanted else tx.delete(key)
+            ok, _ = await client.transaction(compare=[guard], success=[write], failure=[])
+            if ok:
+                await self._until(lambda: configs.entities.get(entity, {}) == wanted)
+                return
+        raise TimeoutError("the broker configs kept changing under this request; retry")
+
+    def apply_broker_configs(self, entity: str, value: bytes | None) -> None:
+        self.broker.broker_configs.set(entity, json.loads(value) if value is not None else {})

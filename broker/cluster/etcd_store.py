@@ -41,7 +41,7 @@ from storage.files import decode_uuid, encode_uuid, random_uuid
 
 from . import client_security
 from .controller import Controller
-from .etcd_configs import CLIENT_QUOTAS, EtcdConfigs
+from .etcd_configs import CLIENT_QUOTAS, CONFIGS, EtcdConfigs
 from .etcd_security import ACLS, SCRAM, ClusterSecurity
 from .fetcher import ReplicaFetcherManager
 from .metadata import NO_LEADER, BrokerInfo, MetadataCache, PartitionState, TopicChangeInProgress
@@ -284,6 +284,8 @@ class EtcdMetadataStore(MetadataStore):
                 self.security.apply(parts[0], parts[1], value)
             elif parts[0] == CLIENT_QUOTAS and len(parts) == 2:
                 self.configs.apply_client_quota(parts[1], value)
+            elif parts[0] == CONFIGS and len(parts) == 3 and parts[1] == "brokers":
+                self.configs.apply_broker_configs(parts[2], value)
         except (ValueError, KeyError, TypeError) as exc:
             log.error("ignoring unreadable etcd key %s: %s", key, exc)
 
@@ -495,6 +497,12 @@ class EtcdMetadataStore(MetadataStore):
 
     async def alter_client_quotas(self, changes) -> None:
         await self.configs.alter_client_quotas(changes)
+
+    async def alter_broker_configs(self, entity: str, change, validate_only: bool) -> None:
+        await self.configs.alter_broker_configs(entity, change, validate_only)
+
+    def configs_changed(self) -> None:
+        self.controller.configs_changed()
 
     async def create_partitions(self, name: str, assignment: dict[int, list[int]]) -> None:
         tx = self.client.transactions

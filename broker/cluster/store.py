@@ -13,9 +13,10 @@ import logging
 from typing import Callable
 
 from broker.client_quotas import altered
+from broker.dynamic_configs import DEFAULT_ENTITY
 from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
 from storage.catalog import TopicMetadata
-from storage.errors import UnknownTopic
+from storage.errors import InvalidConfig, UnknownTopic
 
 from .client_security import ClientSecurity
 from .controller import requested_election
@@ -108,6 +109,14 @@ class MetadataStore:
     async def alter_client_quotas(self, changes: list[tuple[tuple, list[dict]]]) -> None:
         """AlterClientQuotas' checked (entity, operations) pairs, stored before the answer (OSError if not)."""
 
+    async def alter_broker_configs(self, entity: str, change: Callable[[dict[str, str]], dict[str, str]],
+                                   validate_only: bool) -> None:
+        """Replace the dynamic broker configs of ``entity`` (a node id or ``<default>``) with ``change(its
+        current ones)`` (which raises InvalidConfig to refuse), before the answer."""
+
+    def configs_changed(self) -> None:
+        """Topic configs or their defaults changed (the controller of a cluster looks again)."""
+
     async def start(self) -> None: ...
     async def stop(self, controlled: bool) -> None: ...
     def topic_creation_pending(self, name: str) -> bool:
@@ -123,6 +132,7 @@ class LocalMetadataStore(MetadataStore):
 
     async def start(self) -> None:
         """The internal topics exist from the start, and this broker leads (and coordinates) all of them."""
+        self.broker.broker_configs.load()
         self.broker.groups.manager.open_topic()
         self.broker.transactions.state_manager.open_topic()
         for name in INTERNAL_TOPIC_SETTINGS:
@@ -165,6 +175,16 @@ class LocalMetadataStore(MetadataStore):
         for entity, ops in changes:
             quotas.set(entity, altered(entity, ops, quotas.values.get(entity, {})))
         quotas.save()
+
+    async def alter_broker_configs(self, entity: str, change, validate_only: bool) -> None:
+        """Kept in the data directory (broker-configs.json)."""
+        configs = self.broker.broker_configs
+        if entity not in (configs.own, DEFAULT_ENTITY):
+            raise InvalidConfig(f"there is no broker {entity} (this broker is {configs.own})")
+        wanted = change(dict(configs.entities.get(entity, {})))
+        if not validate_only:
+            configs.set(entity, wanted)
+            configs.save()
 
 
 class _LocalCache(MetadataCache):

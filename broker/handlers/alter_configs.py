@@ -13,7 +13,7 @@ async def handle(broker, request, header) -> dict:
         wanted = {c["name"]: c["value"] for c in resource["configs"]}
         refusal = config_refusal(broker.authorizer, header, "AlterConfigs", resource["resource_type"],
                                  resource["resource_name"])
-        changes = wanted if resource["resource_type"] == topic_configs.BROKER_RESOURCE else \
+        changes = (wanted, True) if resource["resource_type"] == topic_configs.BROKER_RESOURCE else \
             lambda current, in_force: wanted
         code, message = (refusal, None) if refusal else await topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
                                             changes, request["validate_only"])

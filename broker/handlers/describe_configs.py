@@ -2,16 +2,21 @@
 
 A topic config's value is the one in force: the topic's own (DYNAMIC_TOPIC),
 else the broker setting it defaults to when server.properties sets it
-(STATIC_BROKER), else Kafka's default (DEFAULT). Topic configs can be altered
-(AlterConfigs, IncrementalAlterConfigs); broker configs are read-only.
+(STATIC_BROKER), else Kafka's default (DEFAULT). A broker config's value is this
+broker's dynamic one (DYNAMIC_BROKER), else the cluster default's (DYNAMIC_DEFAULT_BROKER),
+else server.properties' or the built-in default (broker/dynamic_configs.py); those Kafka
+changes at run time are not read-only. The BROKER resource named "" is the cluster default:
+only its dynamic configs, as Kafka describes it.
 
 The resources asked for are a set: one named many times is described once.
 """
 
-from broker.config import SETTINGS
+from broker.dynamic_configs import DEFAULT_ENTITY, DYNAMIC, config_text, default_text, describable, setting_type
 from broker.errors import ErrorCode
+from broker.security.tls_reload import RECONFIGURABLE
 from broker.security.authorization import config_refusal
-from broker.topic_configs import BOOLEAN, DOUBLE, INT, LONG, STRING, TOPIC_CONFIGS
+from broker.config import SETTINGS
+from broker.topic_configs import TOPIC_CONFIGS
 from storage.config import LOG_CONFIG_NAMES
 
 API = "DescribeConfigs"
@@ -21,17 +26,14 @@ TOPIC = 2
 BROKER = 4
 # config sources
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
-_SETTING_TYPES = {bool: BOOLEAN, float: DOUBLE, str: STRING}
-_BROKER_DEFAULTS = {s.name: s.default for s in SETTINGS}
-
-
-def _text(value) -> str | None:
-    if value is None:
-        return None
-    return str(value).lower() if isinstance(value, bool) else str(value)
+_SETTING_NAMES = frozenset(s.name for s in SETTINGS)
+_BROKER_DEFAULTS = {name: default_text(name) for name in describable()}
+_SENSITIVE = frozenset({"ssl.key.password", "ssl.keystore.key", "sasl.jaas.config"})  # Kafka's PASSWORD type
 
 
 def _entry(name, value, source, config_type, read_only, synonyms) -> dict:
@@ -49,11 +51,10 @@ def _topic_synonyms(broker, topic, config) -> list[dict]:
     found = []
     if config.name in topic.configs:
         found.append(_synonym(config.name, topic.configs[config.name], DYNAMIC_TOPIC_CONFIG))
-    found += [_synonym(s, _text(broker.config[s]), STATIC_BROKER_CONFIG)
-              for s in config.synonyms if s in broker.config.explicit]
+    found += [_synonym(s, value, source) for s in config.synonyms for value, source in broker.broker_configs.layers(s)]
     defaults = [s for s in config.synonyms if _BROKER_DEFAULTS[s] is not None]
     if defaults:
-        found.append(_synonym(defaults[-1], _text(_BROKER_DEFAULTS[defaults[-1]]), DEFAULT_CONFIG))
+        found.append(_synonym(defaults[-1], _BROKER_DEFAULTS[defaults[-1]], DEFAULT_CONFIG))
     else:
         found.append(_synonym(config.name, config.default, DEFAULT_CONFIG))
     return found
@@ -69,15 +70,34 @@ def _topic_entries(broker, topic) -> list[dict]:
     return entries
 
 
+def _broker_entry(name: str, layers: list[tuple[str, int]], value) -> dict:
+    """``layers``: (value, source) of the levels that set ``name``, most specific first."""
+    synonyms = [_synonym(name, v, source) for v, source in layers]
+    if _BROKER_DEFAULTS.get(name) is not None:
+        synonyms.append(_synonym(name, _BROKER_DEFAULTS[name], DEFAULT_CONFIG))
+    source = layers[0][1] if layers else DEFAULT_CONFIG
+    read_only = name not in DYNAMIC and name not in RECONFIGURABLE
+    entry = _entry(name, value, source, setting_type(name), read_only, synonyms)
+    if name in _SENSITIVE:
+        entry.update(value=None, is_sensitive=True, synonyms=[dict(s, value=None) for s in synonyms])
+    return entry
+
+
 def _broker_entries(broker) -> list[dict]:
+    dynamic = broker.broker_configs
     entries = []
-    for setting in SETTINGS:
-        source = STATIC_BROKER_CONFIG if setting.name in broker.config.explicit else DEFAULT_CONFIG
-        value = _text(broker.config[setting.name])
-        config_type = _SETTING_TYPES.get(type(setting.default), LONG if setting.name.endswith(".ms") else INT)
-        entries.append(_entry(setting.name, value, source, config_type, True,
-                              [_synonym(setting.name, value, source)]))
+    for name in describable():
+        layers = dynamic.layers(name)
+        value = config_text(broker.config[name]) if name in _SETTING_NAMES else (layers[0][0] if layers else
+                                                                          _BROKER_DEFAULTS[name])
+        entries.append(_broker_entry(name, layers, value))
     return entries
+
+
+def _cluster_default_entries(broker) -> list[dict]:
+    configs = broker.broker_configs.entities.get(DEFAULT_ENTITY, {})
+    return [_broker_entry(name, [(value, DYNAMIC_DEFAULT_BROKER_CONFIG)], value)
+            for name, value in sorted(configs.items())]
 
 
 def _configs(broker, resource) -> tuple[int, str | None, list]:
@@ -88,7 +108,9 @@ def _configs(broker, resource) -> tuple[int, str | None, list]:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}", []
         return 0, None, _topic_entries(broker, topic)
     if rtype == BROKER:
-        if name not in ("", str(broker.node_id)):
+        if name == "":
+            return 0, None, _cluster_default_entries(broker)
+        if name != str(broker.node_id):
             return ErrorCode.INVALID_REQUEST, f"unknown broker {name}", []
         return 0, None, _broker_entries(broker)
     return ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported", []

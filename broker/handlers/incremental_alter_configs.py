@@ -52,8 +52,8 @@ def _changes(ops: list[dict]):
 def _changes_of(resource: dict):
     if resource["resource_type"] != topic_configs.BROKER_RESOURCE:
         return _changes(resource["configs"])
-    # the broker's TLS stores: SET a value or DELETE it (back to server.properties)
-    return {op["name"]: op["value"] if op["config_operation"] == SET else None for op in resource["configs"]}
+    # SET a value or DELETE it (back to the cluster default or server.properties)
+    return {op["name"]: op["value"] if op["config_operation"] == SET else None for op in resource["configs"]}, False
 
 
 async def handle(broker, request, header) -> dict:
@@ -63,7 +63,7 @@ async def handle(broker, request, header) -> dict:
                                  resource["resource_name"])
         if resource["resource_type"] == topic_configs.BROKER_RESOURCE and any(
                 op["config_operation"] not in (SET, DELETE) for op in resource["configs"]):
-            refusal = ErrorCode.INVALID_REQUEST  # no broker config that changes at run time is a list
+            refusal = ErrorCode.INVALID_REQUEST  # of the run-time broker configs only an inert one is a list
         code, message = (refusal, None) if refusal else await topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
                                             _changes_of(resource), request["validate_only"])
         responses.append({"error_code": code, "error_message": message,

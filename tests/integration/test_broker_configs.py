@@ -1,0 +1,112 @@
+"""Dynamic broker configs on a standalone broker, with confluent-kafka's AdminClient: described as Kafka
+describes them (read-only flags, sources, synonyms), the run-time ones accepted for the broker or the
+cluster default, enforced, and kept in the data directory across a restart."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
+
+from helpers.kafka import admin, producer
+from helpers.wire import WireClient
+
+BROKER = ConfigResource.Type.BROKER
+TOPIC = ConfigResource.Type.TOPIC
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _describe(a, kind, name: str) -> dict[str, ConfigEntry]:
+    (future,) = a.describe_configs([ConfigResource(kind, name)]).values()
+    return future.result(30)
+
+
+def _wire_describe(port: int, name: str) -> dict[str, tuple[str, int]]:
+    """The cluster default's entries (librdkafka refuses a BROKER resource without a name): name -> (value,
+    source)."""
+    with WireClient(port) as c:
+        r = c.request("DescribeConfigs", 4, {"resources": [{"resource_type": 4, "resource_name": name,
+                                                            "configuration_keys": None}],
+                                             "include_synonyms": False, "include_documentation": False})
+    (result,) = r["results"]
+    assert result["error_code"] == 0, result
+    return {e["name"]: (e["value"], e["config_source"]) for e in result["configs"]}
+
+
+def _set(broker, name: str, validate_only: bool = False, **configs: str | None) -> None:
+    """IncrementalAlterConfigs SET (DELETE for None) on BROKER ``name``; "" (the cluster default) goes over the
+    wire, as librdkafka refuses it."""
+    if name == "":
+        with WireClient(broker.port) as c:
+            r = c.request("IncrementalAlterConfigs", 1, {"validate_only": validate_only, "resources": [
+                {"resource_type": 4, "resource_name": "", "configs": [
+                    {"name": k.replace("_", "."), "config_operation": 0 if v is not None else 1, "value": v}
+                    for k, v in configs.items()]}]})
+        (result,) = r["responses"]
+        if result["error_code"]:
+            raise KafkaException(KafkaError(result["error_code"], result["error_message"]))
+        return
+    entries = [ConfigEntry(k.replace("_", "."), v or "",
+                           incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
+               for k, v in configs.items()]
+    a = admin(broker.bootstrap)
+    (future,) = a.incremental_alter_configs([ConfigResource(BROKER, name, incremental_configs=entries)],
+                                            validate_only=validate_only).values()
+    future.result(30)
+
+
+def _produce_error(bootstrap: str, topic: str, size: int) -> KafkaError | None:
+    p, _ = producer(bootstrap, linger_ms=0, retries=0, message_timeout_ms=10000)
+    errors = []
+    p.produce(topic, key=b"k", value=bytes(size), on_delivery=lambda err, m: errors.append(err))
+    p.flush(30)
+    return errors[0]
+
+
+def test_broker_configs_are_described_altered_enforced_and_kept(start_broker):
+    broker = start_broker({"node.id": 1, "log.retention.hours": 48})
+    a = admin(broker.bootstrap)
+    entries = _describe(a, BROKER, "1")
+    assert entries["log.dirs"].is_read_only and entries["listeners"].is_read_only
+    threads = entries["num.io.threads"]
+    assert (threads.value, threads.source, threads.is_read_only) == ("8", ConfigSource.DEFAULT_CONFIG.value, False)
+    relogin = entries["sasl.kerberos.min.time.before.relogin"]
+    assert (relogin.value, relogin.is_read_only) == ("60000", False)
+    hours = entries["log.retention.hours"]
+    assert (hours.value, hours.source, hours.is_read_only) == ("48", ConfigSource.STATIC_BROKER_CONFIG.value, False)
+    assert entries["ssl.key.password"].is_sensitive and entries["ssl.key.password"].value is None
+    assert _wire_describe(broker.port, "") == {}  # no cluster default set
+
+    # per broker (librdkafka's admin test sets this one), and the cluster default
+    _set(broker, "1", sasl_kerberos_min_time_before_relogin="58000", num_io_threads="4")
+    a.create_topics([NewTopic("sized", 1, 1)])["sized"].result(30)
+    assert _produce_error(broker.bootstrap, "sized", 5000) is None
+    _set(broker, "", message_max_bytes="2000", validate_only=True)
+    assert _produce_error(broker.bootstrap, "sized", 5000) is None
+    _set(broker, "", message_max_bytes="2000")
+    error = _produce_error(broker.bootstrap, "sized", 5000)
+    assert error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE, error
+    topic_entry = _describe(a, TOPIC, "sized")["max.message.bytes"]
+    assert (topic_entry.value, topic_entry.source) == ("2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+
+    refusals = {"log.dirs": "/elsewhere", "sasl_kerberos_ticket_renew_jitter": "0.1", "min_insync_replicas": "x",
+                "no.such.config": "1"}
+    for name, value in refusals.items():
+        with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+            _set(broker, "", **{name: value})  # static, per broker only, not an int, unknown
+
+    broker.restart()
+    a = admin(broker.bootstrap)
+    entries = _describe(a, BROKER, "1")
+    relogin = entries["sasl.kerberos.min.time.before.relogin"]
+    assert (relogin.value, relogin.source) == ("58000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert entries["message.max.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    assert _wire_describe(broker.port, "") == {
+        "message.max.bytes": ("2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)}
+    error = _produce_error(broker.bootstrap, "sized", 5000)
+    assert error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE, error
+
+    _set(broker, "", message_max_bytes=None)  # DELETE: back to server.properties' value
+    assert _produce_error(broker.bootstrap, "sized", 5000) is None
+    assert _describe(a, BROKER, "1")["message.max.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
