@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
 from helpers.kafka import producer
-from helpers.wire import WireClient, alter_quotas, describe_quotas
+from helpers.wire import WireClient, alter_broker_configs, alter_quotas, describe_broker_configs, describe_quotas
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -157,3 +157,41 @@ def test_client_quotas_are_cluster_wide(start_cluster, java):
     cluster.wait_until(lambda: _all_quotas(cluster.brokers[1]) == expected, 30, "broker 1 describing the removal")
     cluster.brokers[2].start()
     cluster.wait_until(lambda: _all_quotas(cluster.brokers[2]) == expected, 30, "the restarted broker's quotas")
+
+
+def _broker_configs(b, name: str) -> dict[str, tuple[str | None, int]]:
+    with WireClient(b.port) as c:
+        return describe_broker_configs(c, name)
+
+
+def test_dynamic_broker_configs_are_cluster_wide(start_cluster):
+    """The cluster default and one broker's own configs, set through another broker (over the wire:
+    librdkafka sends a BROKER resource only to that broker, and refuses the default), reach every broker
+    and bind the leaders; a restarted broker takes them from etcd."""
+    cluster = start_cluster(3)
+    cluster.create_topic("sized", partitions=1, replication_factor=3)
+    leader = cluster.leader("sized")
+    other = next(n for n in cluster.brokers if n != leader)
+    with WireClient(cluster.brokers[other].port) as c:
+        assert alter_broker_configs(c, "", {"message.max.bytes": "2000"}) == (0, None)
+        assert alter_broker_configs(c, str(leader), {"num.io.threads": "4"}) == (0, None)
+        code, message = alter_broker_configs(c, "", {"sasl.kerberos.min.time.before.relogin": "58000"})
+        assert code == KafkaError.INVALID_CONFIG and "broker id must be specified" in message
+    assert {kv.key: json.loads(kv.value) for kv in cluster.etcd_prefix(b"/configs/brokers/")} == {
+        b"/configs/brokers/<default>": {"message.max.bytes": "2000"},
+        f"/configs/brokers/{leader}".encode(): {"num.io.threads": "4"}}
+    for node, b in cluster.brokers.items():
+        cluster.wait_until(lambda: _broker_configs(b, "") == {"message.max.bytes": ("2000", 3)}, 30,
+                           f"broker {node} describing the cluster default")
+        own = _broker_configs(b, str(node))
+        assert own["message.max.bytes"] == ("2000", 3)
+        assert own["num.io.threads"] == (("4", 2) if node == leader else ("8", 5))
+
+    p, _ = producer(cluster.brokers[leader].bootstrap, linger_ms=0, retries=0, message_timeout_ms=10000)
+    errors = []
+    p.produce("sized", value=bytes(5000), on_delivery=lambda err, m: errors.append(err))
+    p.flush(30)
+    assert errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, errors
+
+    cluster.brokers[other].restart()
+    assert _broker_configs(cluster.brokers[other], str(other))["message.max.bytes"] == ("2000", 3)

@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 
 from helpers.kafka import admin, producer
-from helpers.wire import WireClient
+from helpers.wire import WireClient, alter_broker_configs, describe_broker_configs
 
 BROKER = ConfigResource.Type.BROKER
 TOPIC = ConfigResource.Type.TOPIC
@@ -22,30 +22,15 @@ def _describe(a, kind, name: str) -> dict[str, ConfigEntry]:
     return future.result(30)
 
 
-def _wire_describe(port: int, name: str) -> dict[str, tuple[str, int]]:
-    """The cluster default's entries (librdkafka refuses a BROKER resource without a name): name -> (value,
-    source)."""
-    with WireClient(port) as c:
-        r = c.request("DescribeConfigs", 4, {"resources": [{"resource_type": 4, "resource_name": name,
-                                                            "configuration_keys": None}],
-                                             "include_synonyms": False, "include_documentation": False})
-    (result,) = r["results"]
-    assert result["error_code"] == 0, result
-    return {e["name"]: (e["value"], e["config_source"]) for e in result["configs"]}
-
-
 def _set(broker, name: str, validate_only: bool = False, **configs: str | None) -> None:
     """IncrementalAlterConfigs SET (DELETE for None) on BROKER ``name``; "" (the cluster default) goes over the
     wire, as librdkafka refuses it."""
     if name == "":
         with WireClient(broker.port) as c:
-            r = c.request("IncrementalAlterConfigs", 1, {"validate_only": validate_only, "resources": [
-                {"resource_type": 4, "resource_name": "", "configs": [
-                    {"name": k.replace("_", "."), "config_operation": 0 if v is not None else 1, "value": v}
-                    for k, v in configs.items()]}]})
-        (result,) = r["responses"]
-        if result["error_code"]:
-            raise KafkaException(KafkaError(result["error_code"], result["error_message"]))
+            code, message = alter_broker_configs(c, "", {k.replace("_", "."): v for k, v in configs.items()},
+                                                 validate_only)
+        if code:
+            raise KafkaException(KafkaError(code, message))
         return
     entries = [ConfigEntry(k.replace("_", "."), v or "",
                            incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
@@ -76,7 +61,8 @@ def test_broker_configs_are_described_altered_enforced_and_kept(start_broker):
     hours = entries["log.retention.hours"]
     assert (hours.value, hours.source, hours.is_read_only) == ("48", ConfigSource.STATIC_BROKER_CONFIG.value, False)
     assert entries["ssl.key.password"].is_sensitive and entries["ssl.key.password"].value is None
-    assert _wire_describe(broker.port, "") == {}  # no cluster default set
+    with WireClient(broker.port) as c:
+        assert describe_broker_configs(c, "") == {}  # no cluster default set
 
     # per broker (librdkafka's admin test sets this one), and the cluster default
     _set(broker, "1", sasl_kerberos_min_time_before_relogin="58000", num_io_threads="4")
@@ -102,8 +88,9 @@ def test_broker_configs_are_described_altered_enforced_and_kept(start_broker):
     relogin = entries["sasl.kerberos.min.time.before.relogin"]
     assert (relogin.value, relogin.source) == ("58000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
     assert entries["message.max.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
-    assert _wire_describe(broker.port, "") == {
-        "message.max.bytes": ("2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)}
+    with WireClient(broker.port) as c:
+        assert describe_broker_configs(c, "") == {
+            "message.max.bytes": ("2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)}
     error = _produce_error(broker.bootstrap, "sized", 5000)
     assert error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE, error
 
