@@ -1,5 +1,5 @@
-"""Client quotas as Kafka has them: the values (AlterClientQuotas / DescribeClientQuotas, kept in
-``client-quotas.json``), the rates each client is measured at, and the throttle time a client over
+"""Client quotas as Kafka has them: the values (AlterClientQuotas / DescribeClientQuotas, kept by the
+metadata store: ``client-quotas.json`` standalone, etcd in a cluster), the rates each client is measured at, and the throttle time a client over
 its quota is given (it gets its answer at once, with ``throttle_time_ms``, and its connection is
 not read again until that time has passed -- KIP-219).
 

@@ -11,6 +11,8 @@ Key layout (under the chroot of ``etcd.connect``; docs/architecture.md says who 
     /creating/<name>            {"broker_id", "attempt"}: a create or growth of <name> under way, under its
                                 broker's lease (create-if-absent); its last step deletes it
     /acls/<id>, /scram_credentials/<user>   ACLs and SCRAM credentials (etcd_security.py)
+    /client_quotas/<entity>, /configs/brokers/<id or <default>>   client quotas and dynamic broker
+                                configs (etcd_configs.py, which also writes topic keys' configs)
 
 Every broker watches the whole prefix and keeps a MetadataCache; the
 ReplicaManager follows the partition states it holds. Partition states are
