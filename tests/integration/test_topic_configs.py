@@ -130,6 +130,16 @@ def test_topic_configs_are_enforced_on_produce(start_broker):
     error = _produce_error(broker.bootstrap, "compacted", None, b"keyless")
     assert error is not None and error.code() == KafkaError.INVALID_RECORD
     assert _produce_error(broker.bootstrap, "compacted", b"key", b"value") is None
+    # one batch of keyed and keyless records (librdkafka's test 0011): refused whole, naming the keyless
+    # ones (KIP-467), which fail INVALID_RECORD; the others fail as batch mates of an invalid record
+    p, _ = producer(broker.bootstrap, linger_ms=500, retries=0, message_timeout_ms=10000)
+    reports = {}
+    for i in range(6):
+        p.produce("compacted", key=None if i in (1, 4) else b"k%d" % i, value=b"%d" % i,
+                  on_delivery=lambda err, m, i=i: reports.__setitem__(i, err))
+    p.flush(30)
+    assert {i: err.code() for i, err in reports.items()} == {
+        i: KafkaError.INVALID_RECORD if i in (1, 4) else KafkaError._INVALID_DIFFERENT_RECORD for i in range(6)}
 
     _create(a, "two-replicas", **{"min.insync.replicas": "2"})
     error = _produce_error(broker.bootstrap, "two-replicas", b"k", b"v", acks="all", message_timeout_ms=3000)
