@@ -68,6 +68,7 @@ def broker_log_config(config: BrokerConfig) -> LogConfig:
             max_compaction_lag_ms=config["log.cleaner.max.compaction.lag.ms"],
             max_message_bytes=config["message.max.bytes"],
             min_insync_replicas=config["min.insync.replicas"],
+            compression_type=config["compression.type"],
             message_timestamp_before_max_ms=config["log.message.timestamp.before.max.ms"],
             message_timestamp_after_max_ms=config["log.message.timestamp.after.max.ms"],
         )

@@ -87,7 +87,7 @@ LOG_DEFAULTS = frozenset({
     "log.index.interval.bytes", "log.retention.hours", "log.retention.minutes", "log.retention.ms",
     "log.retention.bytes", "log.segment.delete.delay.ms", "log.cleanup.policy", "log.cleaner.delete.retention.ms",
     "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
-    "message.max.bytes", "min.insync.replicas", "unclean.leader.election.enable",
+    "message.max.bytes", "min.insync.replicas", "unclean.leader.election.enable", "compression.type",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
 })
 APPLIED = LOG_DEFAULTS | {"producer.id.expiration.ms"}

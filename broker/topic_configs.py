@@ -64,8 +64,8 @@ TOPIC_CONFIGS = {
                     "604800000"),
         TopicConfig("segment.bytes", INT, ("log.segment.bytes",), "1073741824"),
         TopicConfig("segment.ms", LONG, ("log.roll.ms",), "604800000"),
-        # not enforced: batches are stored as the producer compressed them
-        TopicConfig("compression.type", STRING, (), "producer", _only("producer")),
+        # a leader recompresses batches to it (produce.py); the levels stay the codecs' defaults
+        TopicConfig("compression.type", STRING, ("compression.type",), "producer"),
         TopicConfig("compression.gzip.level", INT, (), "-1", _only("-1")),
         TopicConfig("compression.lz4.level", INT, (), "9", _only("9")),
         TopicConfig("compression.zstd.level", INT, (), "3", _only("3")),

@@ -1,4 +1,5 @@
-"""Produce: validate each partition's batch and append it as it came.
+"""Produce: validate each partition's batch and append it as it came (recompressed first when the
+topic's compression.type names a codec other than the batch's, as Kafka's LogValidator does).
 
 Each partition's records hold exactly one batch (Kafka's rule from Produce v3
 on: no client sends more, and every check below is per batch). A
@@ -27,6 +28,7 @@ from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
 from broker.client_quotas import QUOTA_EXCEEDED, ProducerIds
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
+from protocol.compression import CODECS
 from protocol.records import (
     NO_PRODUCER_ID,
     BatchHeader,
@@ -34,6 +36,7 @@ from protocol.records import (
     iter_records,
     parse_produce_records,
     read_header,
+    recompressed,
 )
 from storage.errors import (
     DuplicateSequence,
@@ -163,6 +166,11 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
         return _partition_result(index, ErrorCode.INVALID_RECORD, message="exactly one record batch per partition")
     ((_, hdr),) = batches
     try:
+        codec = CODECS.get(log_.config.compression_type)  # None: "producer", kept as it came
+        if codec is not None and codec != hdr.compression and not hdr.is_control:
+            records = bytearray(recompressed(records, codec))  # the log rewrites offsets in place
+            batches = parse_produce_records(records)
+            ((_, hdr),) = batches
         refused = _topic_problem(broker, log_, records, hdr, acks)
     except CorruptRecord as exc:
         log.info("rejected batch for %s-%d: %s", topic.name, index, exc)

@@ -97,7 +97,7 @@ REFUSED = [
     ("retention.ms", "soon"),
     ("cleanup.policy", "shred"),
     ("min.cleanable.dirty.ratio", "2"),
-    ("compression.type", "lz4"),  # batches are stored as produced: refused, not ignored
+    ("compression.type", "brotli"),  # not a codec Kafka has
     ("remote.storage.enable", "true"),
     ("segment.jitter.ms", "1000"),
 ]
