@@ -6,17 +6,19 @@ else the broker setting it defaults to when server.properties sets it
 broker's dynamic one (DYNAMIC_BROKER), else the cluster default's (DYNAMIC_DEFAULT_BROKER),
 else server.properties' or the built-in default (broker/dynamic_configs.py); those Kafka
 changes at run time are not read-only. The BROKER resource named "" is the cluster default:
-only its dynamic configs, as Kafka describes it.
+only its dynamic configs, as Kafka describes it. BROKER_LOGGER lists this broker's loggers
+and their levels (broker/log_levels.py).
 
 The resources asked for are a set: one named many times is described once.
 """
 
 from broker.dynamic_configs import DEFAULT_ENTITY, DYNAMIC, config_text, default_text, describable, setting_type
 from broker.errors import ErrorCode
+from broker.log_levels import loggers
 from broker.security.tls_reload import RECONFIGURABLE
 from broker.security.authorization import config_refusal
 from broker.config import SETTINGS
-from broker.topic_configs import TOPIC_CONFIGS
+from broker.topic_configs import STRING, TOPIC_CONFIGS
 from storage.config import LOG_CONFIG_NAMES
 
 API = "DescribeConfigs"
@@ -24,12 +26,14 @@ VERSIONS = (1, 4)
 
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
 # config sources
 DYNAMIC_TOPIC_CONFIG = 1
 DYNAMIC_BROKER_CONFIG = 2
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 _SETTING_NAMES = frozenset(s.name for s in SETTINGS)
 _BROKER_DEFAULTS = {name: default_text(name) for name in describable()}
@@ -113,6 +117,11 @@ def _configs(broker, resource) -> tuple[int, str | None, list]:
         if name != str(broker.node_id):
             return ErrorCode.INVALID_REQUEST, f"unknown broker {name}", []
         return 0, None, _broker_entries(broker)
+    if rtype == BROKER_LOGGER:
+        if name != str(broker.node_id):
+            return ErrorCode.INVALID_REQUEST, f"name this broker ({broker.node_id}), not {name!r}", []
+        return 0, None, [_entry(logger, level, DYNAMIC_BROKER_LOGGER_CONFIG, STRING, False, [])
+                         for logger, level in loggers().items()]
     return ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported", []
 
 

@@ -97,3 +97,45 @@ def test_broker_configs_are_described_altered_enforced_and_kept(start_broker):
     _set(broker, "", message_max_bytes=None)  # DELETE: back to server.properties' value
     assert _produce_error(broker.bootstrap, "sized", 5000) is None
     assert _describe(a, BROKER, "1")["message.max.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def test_log_levels_change_at_run_time_through_the_broker_logger_resource(start_broker):
+    """Kafka's BROKER_LOGGER resource (kafka-python's admin client; librdkafka has none): each logger with
+    its level; IncrementalAlterConfigs sets one (or DELETEs it: it inherits again), at once, this broker only."""
+    from kafka.admin import AlterConfigOp, ConfigResourceType, KafkaAdminClient
+    from kafka.admin import ConfigResource as KafkaPythonResource
+
+    broker = start_broker({"node.id": 1, "message.max.bytes": 1000})
+    a = admin(broker.bootstrap)
+    a.create_topics([NewTopic("quiet", 1, 1)])["quiet"].result(30)
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30000)
+    logger = ConfigResourceType.BROKER_LOGGER
+
+    def levels() -> dict:
+        (described,) = client.describe_configs([KafkaPythonResource(logger, "1")], config_filter="all").values()
+        return described["1"]
+
+    def set_level(name: str, level: str | None):
+        op = (AlterConfigOp.SET, level) if level else (AlterConfigOp.DELETE, None)
+        (result,) = client.alter_configs([KafkaPythonResource(logger, "1", {name: op})], raise_on_unknown=False,
+                                         incremental=True).values()
+        return result["1"]
+
+    try:
+        found = levels()
+        assert found["root"]["value"] == "INFO" and found["moldau.produce"]["value"] == "INFO"
+        assert found["moldau.produce"]["config_source"] == "DYNAMIC_BROKER_LOGGER_CONFIG"
+        set_level("moldau.produce", "WARN")
+        assert levels()["moldau.produce"]["value"] == "WARN"
+        offset = broker.log_offset()
+        _produce_error(broker.bootstrap, "quiet", 5000)  # refused: logged at INFO
+        set_level("moldau.produce", None)
+        assert levels()["moldau.produce"]["value"] == "INFO"
+        _produce_error(broker.bootstrap, "quiet", 5000)
+        assert broker.log_since(offset).count("refused batch for quiet-0") == 1
+        refusals = [("moldau.produce", "LOUD", "InvalidConfigurationError"),
+                    ("no.such.logger", "INFO", "InvalidConfigurationError"), ("root", None, "InvalidRequestError")]
+        for name, level, error in refusals:
+            assert error in str(set_level(name, level)), name
+    finally:
+        client.close()
