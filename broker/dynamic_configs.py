@@ -117,7 +117,17 @@ class DynamicBrokerConfigs:
         return found
 
     def set(self, entity: str, configs: dict[str, str]) -> None:
-        """An entity's dynamic configs as they are now (from the store); those of this broker take effect."""
+        """An entity's dynamic configs as they are now (from the store); those of this broker take effect.
+        Configs this broker cannot take (stored by another version) are logged and left out; ValueError if
+        they are not names and values at all."""
+        if not isinstance(configs, dict) or not all(isinstance(v, str) for v in (*configs, *configs.values())):
+            raise ValueError(f"dynamic broker configs of {entity} are not an object of strings")
+        if entity in (self.own, DEFAULT_ENTITY):
+            try:
+                self.checked(entity, configs)
+            except InvalidConfig as exc:
+                log.error("dynamic broker configs %s of %s not applied: %s", configs, entity, exc)
+                return
         if configs:
             self.entities[entity] = dict(configs)
         else:
@@ -126,7 +136,7 @@ class DynamicBrokerConfigs:
             self._apply()
 
     def _apply(self) -> None:
-        values, _ = self._in_force(self.entities)
+        values, _ = self._in_force(self.entities)  # checked: no problem
         changed = {n for n in APPLIED if values[n] != self.broker.config.values[n]}
         if not changed:
             return
@@ -204,8 +214,8 @@ class DynamicBrokerConfigs:
             if not isinstance(stored, dict):
                 raise ValueError("not an object")
             for entity, configs in stored.items():
-                self.set(entity, self.checked(entity, configs))
-        except (OSError, ValueError) as exc:  # InvalidConfig is a ValueError
+                self.set(entity, configs)
+        except (OSError, ValueError) as exc:
             log.error("dynamic broker configs in %s not applied (%s): server.properties' are in force", self.path,
                       exc)
 

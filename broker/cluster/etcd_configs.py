@@ -121,7 +121,10 @@ class EtcdConfigs:
         raise TimeoutError("the client quotas kept changing under this request; retry")
 
     def apply_client_quota(self, key_name: str, value: bytes | None) -> None:
-        self.broker.quotas.set(quota_entity(key_name), json.loads(value)["values"] if value is not None else {})
+        values = json.loads(value)["values"] if value is not None else {}
+        if not isinstance(values, dict) or not all(isinstance(v, (int, float)) for v in values.values()):
+            raise ValueError("quota values are not numbers by name")
+        self.broker.quotas.set(quota_entity(key_name), values)
 
     @staticmethod
     async def _until(applied, timeout_s: float = 5.0) -> None:
