@@ -24,6 +24,7 @@ from .dynamic_configs import DynamicBrokerConfigs
 from .errors import ErrorCode
 from .fetch_session import FetchSessionCache
 from .group import OFFSETS_TOPIC, GroupCoordinator
+from .listeners import advertised_endpoints
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 from .security import authorizer
 from .security.scram_credentials import CREDENTIALS_FILE, ScramCredentials
@@ -82,6 +83,7 @@ class Broker:
         self.budget = budget  # the open-file split (None: not planned, as in tools)
         self.quotas = ClientQuotas(config.log_dir, config["quota.window.num"], config["quota.window.size.seconds"])
         self.node_id: int = config["node.id"]
+        self.advertised = advertised_endpoints(config)  # listener name -> (host, port) clients are given
         self.host, self.port = config.advertised()
         self.logs = LogManager(config.log_dir, broker_log_config(config), node_id=self.node_id)
         self.producer_ids = ProducerIdManager(config.log_dir / PRODUCER_ID_FILE)
@@ -179,8 +181,14 @@ class Broker:
         """Where clients reach this broker: the advertised address of the listener the request came in on."""
         if header.session is None:  # the broker's own request
             return self.host, self.port
-        listener = header.session.listener
-        return listener.advertised_host, listener.advertised_port
+        return self.advertised[header.session.listener.name]
+
+    def advertise(self) -> None:
+        """advertised.listeners changed at run time: clients are given the new endpoints from now on, and
+        a cluster's registration names them."""
+        self.advertised = advertised_endpoints(self.config)
+        self.host, self.port = self.config.advertised()
+        self.store.advertised_changed()
 
     def may_auto_create(self, name: str, allowed_by_request: bool) -> bool:
         return allowed_by_request and self.config["auto.create.topics.enable"] and name not in INTERNAL_TOPICS

@@ -11,8 +11,10 @@ What can change at run time is what Kafka changes at run time (a name Kafka hold
 INVALID_CONFIG, as Kafka does):
 
 - the topics' defaults (Kafka's DynamicLogConfig: log.retention.*, log.segment.bytes, log.cleanup.policy,
-  min.insync.replicas, unclean.leader.election.enable, message.max.bytes, ...), applied to every log at
-  once, and producer.id.expiration.ms;
+  min.insync.replicas, unclean.leader.election.enable, message.max.bytes, compression.type, ...), applied
+  to every log at once, and producer.id.expiration.ms;
+- advertised.listeners (per broker): clients are given the new endpoints from the next request on, and a
+  cluster's registration names them;
 - settings of what Moldau does not have -- thread pools (one event loop serves everything), Kerberos and
   OAUTHBEARER logins (no GSSAPI or OAUTHBEARER mechanism): accepted, stored and described as Kafka
   describes them; there is nothing for them to change.
@@ -29,6 +31,7 @@ from storage.files import atomic_write
 
 from .config import _BY_NAME, LISTENER_PREFIX, SETTINGS, ConfigError
 from .errors import ErrorCode
+from .listeners import advertised_listeners_problem
 from .topic_configs import BOOLEAN, DOUBLE, INT, LIST, LONG, SHORT, STRING
 
 log = logging.getLogger("moldau.broker_configs")
@@ -90,8 +93,9 @@ LOG_DEFAULTS = frozenset({
     "message.max.bytes", "min.insync.replicas", "unclean.leader.election.enable", "compression.type",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
 })
-APPLIED = LOG_DEFAULTS | {"producer.id.expiration.ms"}
+APPLIED = LOG_DEFAULTS | {"producer.id.expiration.ms", "advertised.listeners"}
 DYNAMIC = APPLIED | INERT.keys()
+PER_BROKER = {"advertised.listeners"} | {i.name for i in INERT.values() if i.per_broker}  # Kafka's PerBrokerConfigs
 assert APPLIED <= _BY_NAME.keys()
 
 
@@ -141,6 +145,8 @@ class DynamicBrokerConfigs:
         if not changed:
             return
         self.broker.config.values.update(values)
+        if "advertised.listeners" in changed:
+            self.broker.advertise()
         if changed & LOG_DEFAULTS:
             from .broker import broker_log_config
 
@@ -184,7 +190,7 @@ class DynamicBrokerConfigs:
         if static:
             raise InvalidConfig(f"Cannot update these configs dynamically: {sorted(static)}")
         if entity == DEFAULT_ENTITY:
-            per_broker = [n for n in configs if n in INERT and INERT[n].per_broker]
+            per_broker = [n for n in configs if n in PER_BROKER]
             if per_broker:
                 raise InvalidConfig(f"Cannot update these configs at default cluster level, broker id must be "
                                     f"specified: {sorted(per_broker)}")
@@ -197,6 +203,9 @@ class DynamicBrokerConfigs:
             raise InvalidConfig(problem)
         from .broker import broker_log_config
 
+        problem = advertised_listeners_problem(_Overlay(self.broker.config, values))
+        if problem:
+            raise InvalidConfig(problem)
         try:
             defaults = broker_log_config(_Overlay(self.broker.config, values))
             for topic in self.broker.logs.topics.values():

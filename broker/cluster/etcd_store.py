@@ -146,8 +146,7 @@ class EtcdMetadataStore(MetadataStore):
         lease expires (etcd.session.timeout.ms after a crash), as a ZooKeeper ephemeral node does."""
         node = self.broker.node_id
         key = self.key("brokers", "ids", node)
-        host, port = inter_broker_endpoint(self.broker.config)
-        info = BrokerInfo(node, host, port, None, advertised_endpoints(self.broker.config))
+        info = self._registration()
         self.lease = await self.client.lease(self.ttl)
         waited = False
         while True:
@@ -162,6 +161,23 @@ class EtcdMetadataStore(MetadataStore):
             await self.lease.refresh()
             await asyncio.sleep(RETRY_S)
         log.info("registered as broker %d in etcd (session timeout %ds)", node, self.ttl)
+
+    def _registration(self) -> BrokerInfo:
+        host, port = inter_broker_endpoint(self.broker.config)
+        return BrokerInfo(self.broker.node_id, host, port, None, advertised_endpoints(self.broker.config))
+
+    def advertised_changed(self) -> None:
+        asyncio.ensure_future(self._register_endpoints())
+
+    async def _register_endpoints(self) -> None:
+        """The registration again, with the endpoints advertised.listeners names now (a session that ended
+        meanwhile registers them anew)."""
+        try:
+            await self.client.put(self.key("brokers", "ids", self.broker.node_id), self._registration().encode(),
+                                  lease=self.lease)
+            log.info("registered the advertised endpoints %s", self._registration().endpoints)
+        except Exception as exc:
+            log.warning("could not register the new advertised endpoints: %s", exc)
 
     async def _keep_alive(self) -> None:
         lost = False

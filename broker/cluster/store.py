@@ -117,6 +117,9 @@ class MetadataStore:
     def configs_changed(self) -> None:
         """Topic configs or their defaults changed (the controller of a cluster looks again)."""
 
+    def advertised_changed(self) -> None:
+        """This broker's advertised.listeners changed (broker.advertise)."""
+
     async def start(self) -> None: ...
     async def stop(self, controlled: bool) -> None: ...
     def topic_creation_pending(self, name: str) -> bool:
@@ -175,6 +178,10 @@ class LocalMetadataStore(MetadataStore):
         for entity, ops in changes:
             quotas.set(entity, altered(entity, ops, quotas.values.get(entity, {})))
         quotas.save()
+
+    def advertised_changed(self) -> None:
+        broker = self.broker
+        self.cache.brokers = {broker.node_id: BrokerInfo(broker.node_id, broker.host, broker.port)}
 
     async def alter_broker_configs(self, entity: str, change, validate_only: bool) -> None:
         """Kept in the data directory (broker-configs.json)."""

@@ -193,5 +193,13 @@ def test_dynamic_broker_configs_are_cluster_wide(start_cluster):
     p.flush(30)
     assert errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, errors
 
+    # a broker's advertised.listeners, changed through another: every broker's metadata names the new one
+    third = next(n for n in cluster.brokers if n not in (leader, other))
+    with WireClient(cluster.brokers[other].port) as c:
+        assert alter_broker_configs(c, str(leader), {
+            "advertised.listeners": f"PLAINTEXT://localhost:{cluster.brokers[leader].port}"}) == (0, None)
+    cluster.wait_until(lambda: AdminClient({"bootstrap.servers": cluster.brokers[third].bootstrap}).list_topics(
+        timeout=10).brokers[leader].host == "localhost", 30, "the leader's new endpoint in the metadata")
+
     cluster.brokers[other].restart()
     assert _broker_configs(cluster.brokers[other], str(other))["message.max.bytes"] == ("2000", 3)

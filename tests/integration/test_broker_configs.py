@@ -139,3 +139,21 @@ def test_log_levels_change_at_run_time_through_the_broker_logger_resource(start_
             assert error in str(set_level(name, level)), name
     finally:
         client.close()
+
+
+def test_advertised_listeners_change_at_run_time(start_broker):
+    """Kafka changes a broker's advertised.listeners without a restart (per broker only): Metadata gives
+    clients the new endpoint from then on, and it is kept."""
+    broker = start_broker({"node.id": 1})
+    a = admin(broker.bootstrap)
+    assert a.list_topics(timeout=10).brokers[1].host == "127.0.0.1"
+    _set(broker, "1", advertised_listeners=f"PLAINTEXT://localhost:{broker.port}")
+    assert admin(broker.bootstrap).list_topics(timeout=10).brokers[1].host == "localhost"
+    for name, value in [("1", "SSL://localhost:1"), ("1", "PLAINTEXT//nowhere"), ("", "PLAINTEXT://localhost:1")]:
+        with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+            _set(broker, name, advertised_listeners=value)  # no such listener; not a URL; not per broker
+    broker.restart()
+    entry = _describe(admin(broker.bootstrap), BROKER, "1")["advertised.listeners"]
+    assert (entry.value, entry.source, entry.is_read_only) == (
+        f"PLAINTEXT://localhost:{broker.port}", ConfigSource.DYNAMIC_BROKER_CONFIG.value, False)
+    assert admin(broker.bootstrap).list_topics(timeout=10).brokers[1].host == "localhost"
