@@ -102,6 +102,7 @@ class Broker:
         self.authorizer = authorizer.from_config(config)
         self.tls_contexts = ListenerContexts(self)
         self.broker_configs = DynamicBrokerConfigs(self)
+        self.connection_quotas = None  # server.py's ConnectionQuotas while serving
         self.fetch_purgatory = FetchPurgatory()
         self.metrics = None  # a BrokerMetrics while metrics.port serves Prometheus
         self.txn_verifier = None  # a TransactionVerifier while serving: KIP-890's question to other brokers

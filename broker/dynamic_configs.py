@@ -12,7 +12,8 @@ INVALID_CONFIG, as Kafka does):
 
 - the topics' defaults (Kafka's DynamicLogConfig: log.retention.*, log.segment.bytes, log.cleanup.policy,
   min.insync.replicas, unclean.leader.election.enable, message.max.bytes, compression.type, ...), applied
-  to every log at once, and producer.id.expiration.ms;
+  to every log at once; the connection limits (max.connections, max.connections.per.ip[.overrides],
+  max.connection.creation.rate); producer.id.expiration.ms;
 - advertised.listeners (per broker): clients are given the new endpoints from the next request on, and a
   cluster's registration names them;
 - settings of what Moldau does not have -- thread pools (one event loop serves everything), Kerberos and
@@ -30,6 +31,7 @@ from storage.errors import InvalidConfig
 from storage.files import atomic_write
 
 from .config import _BY_NAME, LISTENER_PREFIX, SETTINGS, ConfigError
+from .connection_quotas import parse_overrides
 from .errors import ErrorCode
 from .listeners import advertised_listeners_problem
 from .topic_configs import BOOLEAN, DOUBLE, INT, LIST, LONG, SHORT, STRING
@@ -93,7 +95,9 @@ LOG_DEFAULTS = frozenset({
     "message.max.bytes", "min.insync.replicas", "unclean.leader.election.enable", "compression.type",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
 })
-APPLIED = LOG_DEFAULTS | {"producer.id.expiration.ms", "advertised.listeners"}
+CONNECTION_LIMITS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+                               "max.connection.creation.rate"})
+APPLIED = LOG_DEFAULTS | CONNECTION_LIMITS | {"producer.id.expiration.ms", "advertised.listeners"}
 DYNAMIC = APPLIED | INERT.keys()
 PER_BROKER = {"advertised.listeners"} | {i.name for i in INERT.values() if i.per_broker}  # Kafka's PerBrokerConfigs
 assert APPLIED <= _BY_NAME.keys()
@@ -147,6 +151,8 @@ class DynamicBrokerConfigs:
         self.broker.config.values.update(values)
         if "advertised.listeners" in changed:
             self.broker.advertise()
+        if changed & CONNECTION_LIMITS and self.broker.connection_quotas is not None:
+            self.broker.connection_quotas.configure(self.broker.config)
         if changed & LOG_DEFAULTS:
             from .broker import broker_log_config
 
@@ -207,6 +213,7 @@ class DynamicBrokerConfigs:
         if problem:
             raise InvalidConfig(problem)
         try:
+            parse_overrides(values["max.connections.per.ip.overrides"])
             defaults = broker_log_config(_Overlay(self.broker.config, values))
             for topic in self.broker.logs.topics.values():
                 defaults.with_topic_configs(topic.configs)

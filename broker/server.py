@@ -426,8 +426,9 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         broker.metrics = BrokerMetrics(broker, connections)
         servers.append(await broker.metrics.serve(metrics_socket))
         tasks.append(asyncio.ensure_future(broker.metrics.sample_loop_lag()))
-    quotas = ConnectionQuotas(broker.config, broker.budget.connections if broker.budget else None, broker.quotas,
-                              inter_broker_listener(broker.config) if len(bound) > 1 else None)
+    quotas = broker.connection_quotas = ConnectionQuotas(
+        broker.config, broker.budget.connections if broker.budget else None, broker.quotas,
+        inter_broker_listener(broker.config) if len(bound) > 1 else None)
     request_queue = RequestQueue(broker.config["queued.max.requests"])
     for listener, sock in bound.items():
         def connection(listener=listener):

@@ -4,12 +4,14 @@ cluster default, enforced, and kept in the data directory across a restart."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 
 from helpers.kafka import admin, producer
-from helpers.wire import WireClient, alter_broker_configs, describe_broker_configs
+from helpers.wire import WireClient, alter_broker_configs, api_versions_roundtrip, describe_broker_configs
 
 BROKER = ConfigResource.Type.BROKER
 TOPIC = ConfigResource.Type.TOPIC
@@ -157,3 +159,29 @@ def test_advertised_listeners_change_at_run_time(start_broker):
     assert (entry.value, entry.source, entry.is_read_only) == (
         f"PLAINTEXT://localhost:{broker.port}", ConfigSource.DYNAMIC_BROKER_CONFIG.value, False)
     assert admin(broker.bootstrap).list_topics(timeout=10).brokers[1].host == "localhost"
+
+
+def test_connection_limits_change_at_run_time(start_broker):
+    """max.connections.per.ip.overrides set for the cluster default binds new connections at once, and
+    deleting it lifts the limit again."""
+    broker = start_broker({"node.id": 1})
+
+    def served_from(source: str) -> socket.socket | None:
+        s = socket.create_connection(("127.0.0.1", broker.port), timeout=10, source_address=(source, 0))
+        try:
+            api_versions_roundtrip(s, 7)
+            return s
+        except OSError:
+            s.close()
+            return None
+
+    _set(broker, "", max_connections_per_ip_overrides="127.0.0.2:1")
+    first = served_from("127.0.0.2")
+    assert first is not None and served_from("127.0.0.2") is None
+    _set(broker, "", max_connections_per_ip_overrides=None)
+    second = served_from("127.0.0.2")
+    assert second is not None
+    for s in (first, second):
+        s.close()
+    with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+        _set(broker, "", max_connections_per_ip_overrides="nohost")
