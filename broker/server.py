@@ -539,10 +539,11 @@ async def _close_idle_connections(broker: Broker, connections: set[KafkaConnecti
 
 
 async def _flush_periodically(broker: Broker) -> None:
-    """Drives log.flush.interval.ms; idle when no time-based flush is configured."""
+    """Drives flush.ms; without a broker default, once a second (a topic's own, or a default set at run time,
+    may ask for it)."""
     failing = False
     while True:
-        await asyncio.sleep(0.1 if broker.config["log.flush.interval.ms"] is not None else 3600)
+        await asyncio.sleep(0.1 if broker.config["log.flush.interval.ms"] is not None else 1.0)
         try:
             broker.logs.flush_if_due(now_ms())
             failing = False
