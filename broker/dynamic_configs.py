@@ -12,12 +12,13 @@ INVALID_CONFIG, as Kafka does):
 
 - the topics' defaults (Kafka's DynamicLogConfig: log.retention.*, log.segment.bytes, log.cleanup.policy,
   min.insync.replicas, unclean.leader.election.enable, message.max.bytes, compression.type, ...), applied
-  to every log at once; the connection limits (max.connections, max.connections.per.ip[.overrides],
+  to every log at once; the log cleaner's rate, dedupe buffer and backoff; the connection limits (max.connections, max.connections.per.ip[.overrides],
   max.connection.creation.rate); producer.id.expiration.ms;
 - advertised.listeners (per broker): clients are given the new endpoints from the next request on, and a
   cluster's registration names them;
-- settings of what Moldau does not have -- thread pools (one event loop serves everything), Kerberos and
-  OAUTHBEARER logins (no GSSAPI or OAUTHBEARER mechanism): accepted, stored and described as Kafka
+- settings of what Moldau does not have -- thread pools (one event loop serves everything), replication
+  throttles (no replica is ever throttled), Kerberos and OAUTHBEARER logins (no GSSAPI or OAUTHBEARER
+  mechanism): accepted, stored and described as Kafka
   describes them; there is nothing for them to change.
 """
 
@@ -27,6 +28,7 @@ import json
 import logging
 from typing import Callable, NamedTuple
 
+from storage.config import LONG_MAX
 from storage.errors import InvalidConfig
 from storage.files import atomic_write
 
@@ -74,6 +76,10 @@ INERT = {i.name: i for i in [
     Inert("num.replica.fetchers", INT, "1", _positive_int, False),
     Inert("num.recovery.threads.per.data.dir", INT, "1", _positive_int, False),
     Inert("background.threads", INT, "10", _positive_int, False),
+    # replication throttles: no replica is throttled (the topics' throttled replicas are always empty)
+    Inert("leader.replication.throttled.rate", LONG, str(LONG_MAX), _positive_int, False),
+    Inert("follower.replication.throttled.rate", LONG, str(LONG_MAX), _positive_int, False),
+    Inert("replica.alter.log.dirs.io.max.bytes.per.second", LONG, str(LONG_MAX), _positive_int, False),
     Inert("sasl.kerberos.service.name", STRING, None, _anything, True),
     Inert("sasl.kerberos.kinit.cmd", STRING, "/usr/bin/kinit", _anything, True),
     Inert("sasl.kerberos.min.time.before.relogin", LONG, "60000", _number, True),
@@ -95,9 +101,11 @@ LOG_DEFAULTS = frozenset({
     "message.max.bytes", "min.insync.replicas", "unclean.leader.election.enable", "compression.type",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
 })
+CLEANER = frozenset({"log.cleaner.io.max.bytes.per.second", "log.cleaner.dedupe.buffer.size",
+                     "log.cleaner.backoff.ms"})  # of Kafka's LogCleaner.ReconfigurableConfigs
 CONNECTION_LIMITS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
                                "max.connection.creation.rate"})
-APPLIED = LOG_DEFAULTS | CONNECTION_LIMITS | {"producer.id.expiration.ms", "advertised.listeners"}
+APPLIED = LOG_DEFAULTS | CLEANER | CONNECTION_LIMITS | {"producer.id.expiration.ms", "advertised.listeners"}
 DYNAMIC = APPLIED | INERT.keys()
 PER_BROKER = {"advertised.listeners"} | {i.name for i in INERT.values() if i.per_broker}  # Kafka's PerBrokerConfigs
 assert APPLIED <= _BY_NAME.keys()
@@ -151,6 +159,11 @@ class DynamicBrokerConfigs:
         self.broker.config.values.update(values)
         if "advertised.listeners" in changed:
             self.broker.advertise()
+        if changed & CLEANER:
+            from .broker import DEDUPE_BYTES_PER_KEY
+
+            self.broker.cleaner.throttler.set_rate(values["log.cleaner.io.max.bytes.per.second"])
+            self.broker.cleaner.max_keys = values["log.cleaner.dedupe.buffer.size"] // DEDUPE_BYTES_PER_KEY
         if changed & CONNECTION_LIMITS and self.broker.connection_quotas is not None:
             self.broker.connection_quotas.configure(self.broker.config)
         if changed & LOG_DEFAULTS:

@@ -585,11 +585,10 @@ async def _clean_logs(broker: Broker) -> None:
 
 async def _clean_one_at_a_time(broker: Broker, pool: ThreadPoolExecutor) -> None:
     loop = asyncio.get_running_loop()
-    backoff = broker.config["log.cleaner.backoff.ms"] / 1000
     while True:
         plan = broker.cleaner.choose(now_ms())
         if plan is None:
-            await asyncio.sleep(backoff)
+            await asyncio.sleep(broker.config["log.cleaner.backoff.ms"] / 1000)  # a dynamic broker config
             continue
         (topic, partition), started = plan.key, loop.time()
         log.info("cleaning %s-%d below offset %d (dirty from %d): %d segment(s)",

@@ -68,6 +68,10 @@ def test_broker_configs_are_described_altered_enforced_and_kept(start_broker):
 
     # per broker (librdkafka's admin test sets this one), and the cluster default
     _set(broker, "1", sasl_kerberos_min_time_before_relogin="58000", num_io_threads="4")
+    offset = broker.log_offset()
+    _set(broker, "1", log_cleaner_io_max_bytes_per_second="1048576", log_cleaner_backoff_ms="100")
+    broker.wait_for_log("dynamic broker configs in force: .*'log.cleaner.backoff.ms': '100', "
+                        "'log.cleaner.io.max.bytes.per.second': '1048576.0'", since=offset)
     a.create_topics([NewTopic("sized", 1, 1)])["sized"].result(30)
     assert _produce_error(broker.bootstrap, "sized", 5000) is None
     _set(broker, "", message_max_bytes="2000", validate_only=True)
