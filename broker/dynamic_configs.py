@@ -36,7 +36,8 @@ from .config import _BY_NAME, LISTENER_PREFIX, SETTINGS, ConfigError
 from .connection_quotas import parse_overrides
 from .errors import ErrorCode
 from .listeners import advertised_listeners_problem
-from .topic_configs import BOOLEAN, DOUBLE, INT, LIST, LONG, SHORT, STRING
+from .topic_configs import (APPEND, BOOLEAN, DELETE, DOUBLE, INT, LIST, LONG, SET, SHORT, STRING, SUBTRACT,
+                            config_list, list_changed)
 
 log = logging.getLogger("moldau.broker_configs")
 
@@ -131,6 +132,13 @@ class DynamicBrokerConfigs:
         if name in self.broker.config.explicit:
             found.append((config_text(self.static[name]), 4))
         return found
+
+    def in_force_text(self, name: str) -> str | None:
+        """A run-time setting's value on this broker, as DescribeConfigs shows it."""
+        if name in INERT:
+            layers = self.layers(name)
+            return layers[0][0] if layers else INERT[name].default
+        return config_text(self.broker.config[name])
 
     def set(self, entity: str, configs: dict[str, str]) -> None:
         """An entity's dynamic configs as they are now (from the store); those of this broker take effect.
@@ -252,24 +260,33 @@ class DynamicBrokerConfigs:
         atomic_write(self.path, json.dumps(self.entities, indent=1, sort_keys=True).encode())
 
 
-async def alter(broker, resource_name: str, changes: dict[str, str | None], replace: bool,
+async def alter(broker, resource_name: str, changes: dict[str, tuple[int, str | None]], replace: bool,
                 validate_only: bool) -> tuple[int, str | None]:
     """AlterConfigs (``replace``: the configs given are all the entity has) or IncrementalAlterConfigs
-    ({name: value, None to delete}) on a BROKER resource. Returns (error code, message)."""
-    tls = {n: v for n, v in changes.items() if n.startswith(LISTENER_PREFIX)}
+    ({name: (SET, DELETE, APPEND or SUBTRACT, value)}) on a BROKER resource. Returns (error code, message)."""
+    if any(op not in (SET, DELETE, APPEND, SUBTRACT) for op, _ in changes.values()):
+        return ErrorCode.INVALID_REQUEST, "unknown config operation"
+    tls = {n: value if op == SET else None for n, (op, value) in changes.items() if n.startswith(LISTENER_PREFIX)}
     if tls:
+        if any(changes[n][0] not in (SET, DELETE) for n in tls):
+            return ErrorCode.INVALID_REQUEST, "a TLS store is set or deleted, not appended to"
         code, message = broker.tls_contexts.alter(resource_name, tls, validate_only)
         if code or len(tls) == len(changes):
             return code, message
-    dynamic = {n: v for n, v in changes.items() if n not in tls}
+    dynamic = {n: change for n, change in changes.items() if n not in tls}
 
     def change(current: dict[str, str]) -> dict[str, str]:
         wanted = {} if replace else dict(current)
-        for name, value in dynamic.items():
-            if value is None:
-                wanted.pop(name, None)
-            else:
+        for name, (op, value) in dynamic.items():
+            if op == SET:
                 wanted[name] = value
+            elif op == DELETE:
+                wanted.pop(name, None)
+            elif name in DYNAMIC and setting_type(name) == LIST:
+                in_force = wanted.get(name, broker.broker_configs.in_force_text(name))
+                wanted[name] = list_changed(config_list(in_force), op, value)
+            else:
+                raise InvalidConfig(f"{name} is not a list: it cannot be appended to or subtracted from")
         return broker.broker_configs.checked(entity, wanted)
 
     try:
@@ -304,10 +321,15 @@ def config_text(value) -> str | None:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+_LISTS = frozenset({"log.cleanup.policy", "sasl.enabled.mechanisms", "ssl.enabled.protocols"})  # Kafka's LIST type
+
+
 def setting_type(name: str) -> int:
     """DescribeConfigs' config type of a broker setting."""
     if name in INERT:
         return INERT[name].type
+    if name in _LISTS:
+        return LIST
     default = _BY_NAME[name].default
     types = {bool: BOOLEAN, float: DOUBLE, str: STRING}
     return types.get(type(default), LONG if name.endswith(".ms") else INT)

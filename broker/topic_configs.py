@@ -111,6 +111,23 @@ def validate(configs: dict[str, str | None], defaults: LogConfig | None = None) 
     return None
 
 
+def config_list(value: str | None) -> list[str]:
+    """A LIST config's items."""
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+# IncrementalAlterConfigs operations
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def list_changed(items: list[str], operation: int, value: str | None) -> str:
+    """A LIST config's value after APPEND or SUBTRACT of ``value``'s items."""
+    given = config_list(value)
+    if operation == APPEND:
+        return ",".join(items + [item for item in given if item not in items])
+    return ",".join(item for item in items if item not in given)
+
+
 # AlterConfigs resource types
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 
@@ -118,8 +135,8 @@ TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 async def alter(broker, resource_type: int, name: str, configs, validate_only: bool) -> tuple[int, str | None]:
     """Replace a topic's configs with ``configs(its current configs, the LogConfig they make)`` (or refuse,
     when that returns an error message), through the metadata store: in a cluster the topic's etcd key,
-    which every broker applies. For the broker resource ``configs`` is ({name: value, None to go back to
-    server.properties}, whether they replace all dynamic ones). Returns (error code, message)."""
+    which every broker applies. For the broker resource ``configs`` is ({name: (operation, value)}, whether
+    they replace all dynamic ones). Returns (error code, message)."""
     if resource_type == BROKER_RESOURCE:
         from broker import dynamic_configs
 

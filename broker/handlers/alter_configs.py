@@ -13,7 +13,8 @@ async def handle(broker, request, header) -> dict:
         wanted = {c["name"]: c["value"] for c in resource["configs"]}
         refusal = config_refusal(broker.authorizer, header, "AlterConfigs", resource["resource_type"],
                                  resource["resource_name"])
-        changes = (wanted, True) if resource["resource_type"] == topic_configs.BROKER_RESOURCE else \
+        changes = ({n: (topic_configs.SET, v) for n, v in wanted.items()}, True) \
+            if resource["resource_type"] == topic_configs.BROKER_RESOURCE else \
             lambda current, in_force: wanted
         code, message = (refusal, None) if refusal else await topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
                                             changes, request["validate_only"])

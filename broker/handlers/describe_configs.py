@@ -12,12 +12,11 @@ and their levels (broker/log_levels.py).
 The resources asked for are a set: one named many times is described once.
 """
 
-from broker.dynamic_configs import DEFAULT_ENTITY, DYNAMIC, config_text, default_text, describable, setting_type
+from broker.dynamic_configs import DEFAULT_ENTITY, DYNAMIC, default_text, describable, setting_type
 from broker.errors import ErrorCode
 from broker.log_levels import loggers
 from broker.security.tls_reload import RECONFIGURABLE
 from broker.security.authorization import config_refusal
-from broker.config import SETTINGS
 from broker.topic_configs import STRING, TOPIC_CONFIGS
 from storage.config import LOG_CONFIG_NAMES
 
@@ -35,7 +34,6 @@ STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
-_SETTING_NAMES = frozenset(s.name for s in SETTINGS)
 _BROKER_DEFAULTS = {name: default_text(name) for name in describable()}
 _SENSITIVE = frozenset({"ssl.key.password", "ssl.keystore.key", "sasl.jaas.config"})  # Kafka's PASSWORD type
 
@@ -91,10 +89,7 @@ def _broker_entries(broker) -> list[dict]:
     dynamic = broker.broker_configs
     entries = []
     for name in describable():
-        layers = dynamic.layers(name)
-        value = config_text(broker.config[name]) if name in _SETTING_NAMES else (layers[0][0] if layers else
-                                                                          _BROKER_DEFAULTS[name])
-        entries.append(_broker_entry(name, layers, value))
+        entries.append(_broker_entry(name, dynamic.layers(name), dynamic.in_force_text(name)))
     return entries
 
 

@@ -4,6 +4,7 @@ dynamic broker configs (broker/dynamic_configs.py) and this broker's log levels 
 import logging
 
 from broker import log_levels, topic_configs
+from broker.topic_configs import APPEND, DELETE, SET, SUBTRACT, config_list, list_changed
 from broker.errors import ErrorCode
 from broker.security.authorization import config_refusal
 from storage.config import LOG_CONFIG_NAMES
@@ -11,14 +12,9 @@ from storage.config import LOG_CONFIG_NAMES
 API = "IncrementalAlterConfigs"
 VERSIONS = (0, 1)
 
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 BROKER_LOGGER = 8
 
 log = logging.getLogger("moldau.configs")
-
-
-def _list(value: str | None) -> list[str]:
-    return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
 def _changes(ops: list[dict]):
@@ -41,13 +37,7 @@ def _changes(ops: list[dict]):
                 if config.type != topic_configs.LIST:
                     return f"{name} is not a list: it cannot be appended to or subtracted from"
                 default = in_force.topic_value(name) if name in LOG_CONFIG_NAMES else config.default
-                items = _list(current.get(name, default))
-                given = _list(value)
-                if operation == APPEND:
-                    items += [item for item in given if item not in items]
-                else:
-                    items = [item for item in items if item not in given]
-                current[name] = ",".join(items)
+                current[name] = list_changed(config_list(current.get(name, default)), operation, value)
             else:
                 return f"unknown config operation {operation}"
         return current
@@ -58,8 +48,7 @@ def _changes(ops: list[dict]):
 def _changes_of(resource: dict):
     if resource["resource_type"] != topic_configs.BROKER_RESOURCE:
         return _changes(resource["configs"])
-    # SET a value or DELETE it (back to the cluster default or server.properties)
-    return {op["name"]: op["value"] if op["config_operation"] == SET else None for op in resource["configs"]}, False
+    return {op["name"]: (op["config_operation"], op["value"]) for op in resource["configs"]}, False
 
 
 def _alter_loggers(broker, resource: dict, validate_only: bool) -> tuple[int, str | None]:
@@ -89,9 +78,6 @@ async def handle(broker, request, header) -> dict:
     for resource in request["resources"]:
         refusal = config_refusal(broker.authorizer, header, "AlterConfigs", resource["resource_type"],
                                  resource["resource_name"])
-        if resource["resource_type"] == topic_configs.BROKER_RESOURCE and any(
-                op["config_operation"] not in (SET, DELETE) for op in resource["configs"]):
-            refusal = ErrorCode.INVALID_REQUEST  # of the run-time broker configs only an inert one is a list
         if refusal:
             code, message = refusal, None
         elif resource["resource_type"] == BROKER_LOGGER:

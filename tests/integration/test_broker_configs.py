@@ -82,6 +82,14 @@ def test_broker_configs_are_described_altered_enforced_and_kept(start_broker):
     topic_entry = _describe(a, TOPIC, "sized")["max.message.bytes"]
     assert (topic_entry.value, topic_entry.source) == ("2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
 
+    # a LIST config: APPEND to the value in force (server.properties' delete)
+    (future,) = a.incremental_alter_configs([ConfigResource(BROKER, "1", incremental_configs=[
+        ConfigEntry("log.cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)])]).values()
+    future.result(30)
+    policy = _describe(a, BROKER, "1")["log.cleanup.policy"]
+    assert (policy.value, policy.source) == ("delete,compact", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    _set(broker, "1", log_cleanup_policy=None)
+
     refusals = {"log.dirs": "/elsewhere", "sasl_kerberos_ticket_renew_jitter": "0.1", "min_insync_replicas": "x",
                 "no.such.config": "1"}
     for name, value in refusals.items():
