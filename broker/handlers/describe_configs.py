@@ -48,16 +48,21 @@ def _synonym(name, value, source) -> dict:
     return {"name": name, "value": value, "source": source}
 
 
+def _config_synonyms(broker, names) -> list[dict]:
+    """The broker settings ``names`` at every level that sets them, most specific level first, in the
+    order of ``names`` within a level (Kafka's configSynonyms)."""
+    found = [_synonym(n, value, source) for n in names for value, source in broker.broker_configs.layers(n)]
+    found += [_synonym(n, _BROKER_DEFAULTS[n], DEFAULT_CONFIG) for n in names if _BROKER_DEFAULTS.get(n) is not None]
+    return sorted(found, key=lambda s: s["source"])  # stable: the order of names is kept within a level
+
+
 def _topic_synonyms(broker, topic, config) -> list[dict]:
     """Where the value could come from, the one in force first (Kafka's order)."""
     found = []
     if config.name in topic.configs:
         found.append(_synonym(config.name, topic.configs[config.name], DYNAMIC_TOPIC_CONFIG))
-    found += [_synonym(s, value, source) for s in config.synonyms for value, source in broker.broker_configs.layers(s)]
-    defaults = [s for s in config.synonyms if _BROKER_DEFAULTS[s] is not None]
-    if defaults:
-        found.append(_synonym(defaults[-1], _BROKER_DEFAULTS[defaults[-1]], DEFAULT_CONFIG))
-    else:
+    found += _config_synonyms(broker, config.synonyms)
+    if not any(s["source"] == DEFAULT_CONFIG for s in found):
         found.append(_synonym(config.name, config.default, DEFAULT_CONFIG))
     return found
 
@@ -72,13 +77,19 @@ def _topic_entries(broker, topic) -> list[dict]:
     return entries
 
 
-def _broker_entry(name: str, layers: list[tuple[str, int]], value) -> dict:
-    """``layers``: (value, source) of the levels that set ``name``, most specific first."""
-    synonyms = [_synonym(name, v, source) for v, source in layers]
-    if _BROKER_DEFAULTS.get(name) is not None:
-        synonyms.append(_synonym(name, _BROKER_DEFAULTS[name], DEFAULT_CONFIG))
-    source = layers[0][1] if layers else DEFAULT_CONFIG
+# Kafka's brokerConfigSynonyms among Moldau's settings: one value that several names can set
+_RETENTION = ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+
+
+def _broker_entry(broker, name: str, sources: tuple[int, ...]) -> dict:
+    """One broker setting, its synonyms from the levels ``sources`` (from the first one that names it)."""
+    synonyms = [s for s in _config_synonyms(broker, _RETENTION if name in _RETENTION else (name,))
+                if s["source"] in sources]
+    while synonyms and synonyms[0]["name"] != name:
+        synonyms.pop(0)
+    source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
     read_only = name not in DYNAMIC and name not in RECONFIGURABLE
+    value = broker.broker_configs.in_force_text(name) if DEFAULT_CONFIG in sources else synonyms[0]["value"]
     entry = _entry(name, value, source, setting_type(name), read_only, synonyms)
     if name in _SENSITIVE:
         entry.update(value=None, is_sensitive=True, synonyms=[dict(s, value=None) for s in synonyms])
@@ -86,17 +97,14 @@ def _broker_entry(name: str, layers: list[tuple[str, int]], value) -> dict:
 
 
 def _broker_entries(broker) -> list[dict]:
-    dynamic = broker.broker_configs
-    entries = []
-    for name in describable():
-        entries.append(_broker_entry(name, dynamic.layers(name), dynamic.in_force_text(name)))
-    return entries
+    every_level = (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG)
+    return [_broker_entry(broker, name, every_level) for name in describable()]
 
 
 def _cluster_default_entries(broker) -> list[dict]:
+    """The cluster default's dynamic configs alone, as Kafka describes the resource named ""."""
     configs = broker.broker_configs.entities.get(DEFAULT_ENTITY, {})
-    return [_broker_entry(name, [(value, DYNAMIC_DEFAULT_BROKER_CONFIG)], value)
-            for name, value in sorted(configs.items())]
+    return [_broker_entry(broker, name, (DYNAMIC_DEFAULT_BROKER_CONFIG,)) for name in sorted(configs)]
 
 
 def _configs(broker, resource) -> tuple[int, str | None, list]:
