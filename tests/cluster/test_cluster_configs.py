@@ -193,6 +193,19 @@ def test_dynamic_broker_configs_are_cluster_wide(start_cluster):
     p.flush(30)
     assert errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, errors
 
+    # a topic default of the cluster binds every leader at once: min.insync.replicas above the ISR
+    with WireClient(cluster.brokers[other].port) as c:
+        assert alter_broker_configs(c, "", {"min.insync.replicas": "4"}) == (0, None)
+    cluster.wait_until(lambda: all(_broker_configs(b, "")["min.insync.replicas"] == ("4", 3)
+                                   for b in cluster.brokers.values()), 30, "min.insync.replicas 4 everywhere")
+    error = _produce_error(cluster.brokers[leader], "sized")
+    assert error is not None and error.code() == KafkaError.NOT_ENOUGH_REPLICAS, error
+    with WireClient(cluster.brokers[other].port) as c:
+        assert alter_broker_configs(c, "", {"min.insync.replicas": None}) == (0, None)
+    cluster.wait_until(lambda: all("min.insync.replicas" not in _broker_configs(b, "")
+                                   for b in cluster.brokers.values()), 30, "min.insync.replicas deleted everywhere")
+    assert _produce_error(cluster.brokers[leader], "sized") is None
+
     # a broker's advertised.listeners, changed through another: every broker's metadata names the new one
     third = next(n for n in cluster.brokers if n not in (leader, other))
     with WireClient(cluster.brokers[other].port) as c:
