@@ -67,7 +67,8 @@ def _topic_synonyms(broker, topic, config) -> list[dict]:
     return found
 
 
-def _topic_entries(broker, topic) -> list[dict]:
+def topic_entries(broker, topic) -> list[dict]:
+    """Every topic config of ``topic`` (a TopicMetadata) with its value in force, source and synonyms."""
     in_force = broker.logs.config_for(topic)
     entries = []
     for name, config in sorted(TOPIC_CONFIGS.items()):
@@ -113,7 +114,7 @@ def _configs(broker, resource) -> tuple[int, str | None, list]:
         topic = broker.logs.topic(name)
         if topic is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}", []
-        return 0, None, _topic_entries(broker, topic)
+        return 0, None, topic_entries(broker, topic)
     if rtype == BROKER:
         if name == "":
             return 0, None, _cluster_default_entries(broker)

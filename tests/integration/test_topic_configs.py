@@ -205,3 +205,22 @@ def test_java_admin_alters_configs_that_persist_across_restart(start_broker, jav
     assert (whole["retention.bytes"]["value"], whole["retention.bytes"]["source"]) == ("123456", "DYNAMIC_TOPIC_CONFIG")
 
     assert only(java.run(broker.bootstrap, "deleteRecords", "java-configs", 0, 4), "deleteRecords")["lowWatermark"] == 4
+
+
+def test_create_topics_answers_with_the_topics_configs(start_broker):
+    """KIP-525: CreateTopics v5+ gives each created topic's configs as DescribeConfigs would (Java's
+    CreateTopicsResult.config), validate_only too."""
+    from helpers.wire import WireClient
+
+    broker = start_broker({"log.retention.hours": 48})
+    for validate_only in (True, False):
+        with WireClient(broker.port) as c:
+            r = c.request("CreateTopics", 7, {"timeout_ms": 10000, "validate_only": validate_only, "topics": [
+                {"name": "answered", "num_partitions": 2, "replication_factor": 1, "assignments": [],
+                 "configs": [{"name": "cleanup.policy", "value": "compact"}]}]})
+        (topic,) = r["topics"]
+        assert topic["error_code"] == 0, topic
+        configs = {e["name"]: (e["value"], e["config_source"], e["read_only"]) for e in topic["configs"]}
+        assert configs["cleanup.policy"] == ("compact", ConfigSource.DYNAMIC_TOPIC_CONFIG.value, False)
+        assert configs["retention.ms"] == (str(48 * 3_600_000), ConfigSource.STATIC_BROKER_CONFIG.value, False)
+        assert configs["segment.bytes"] == ("1073741824", ConfigSource.DEFAULT_CONFIG.value, False)
