@@ -41,7 +41,7 @@ from .topic_configs import (APPEND, BOOLEAN, DELETE, DOUBLE, INT, LIST, LONG, SE
 
 log = logging.getLogger("moldau.broker_configs")
 
-DEFAULT_ENTITY = "<default>"
+DEFAULT_ENTITY = "<default>"  # Kafka's name of a default entity: the cluster default, a default quota user
 CONFIGS_FILE = "broker-configs.json"
 
 

@@ -14,6 +14,7 @@ import logging
 from urllib.parse import quote, unquote
 
 from broker.client_quotas import Entity, altered
+from broker.dynamic_configs import DEFAULT_ENTITY
 from storage.errors import InvalidConfig, UnknownTopic
 
 from . import etcd_store
@@ -24,11 +25,11 @@ log = logging.getLogger("moldau.etcd")
 ATTEMPTS = 5  # compare-and-swap rounds lost to concurrent writers before the request is told to retry
 CLIENT_QUOTAS = "client_quotas"
 CONFIGS = "configs"  # /configs/brokers/<node id or <default>>: dynamic broker configs
-DEFAULT_ENTITY = "<default>"  # as Kafka names the default entity; a name is percent-encoded, so never this
 
 
 def quota_key_name(entity: Entity) -> str:
-    """``client-id=<default>,user=alice``: the entity's types and names (percent-encoded) in its order."""
+    """``client-id=<default>,user=alice``: the entity's types and names (percent-encoded, so that no name is
+    ``<default>``) in its order."""
     return ",".join(f"{kind}={DEFAULT_ENTITY if name is None else quote(name, safe='')}" for kind, name in entity)
 
 
