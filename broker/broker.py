@@ -20,9 +20,11 @@ from .cluster.store import LocalMetadataStore, MetadataStore
 from .config import BrokerConfig, ConfigError
 from .delayed_fetch import FetchPurgatory
 from .descriptors import Budget
+from .dynamic_configs import DynamicBrokerConfigs
 from .errors import ErrorCode
 from .fetch_session import FetchSessionCache
 from .group import OFFSETS_TOPIC, GroupCoordinator
+from .listeners import advertised_endpoints
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 from .security import authorizer
 from .security.scram_credentials import CREDENTIALS_FILE, ScramCredentials
@@ -68,6 +70,7 @@ def broker_log_config(config: BrokerConfig) -> LogConfig:
             max_compaction_lag_ms=config["log.cleaner.max.compaction.lag.ms"],
             max_message_bytes=config["message.max.bytes"],
             min_insync_replicas=config["min.insync.replicas"],
+            compression_type=config["compression.type"],
             message_timestamp_before_max_ms=config["log.message.timestamp.before.max.ms"],
             message_timestamp_after_max_ms=config["log.message.timestamp.after.max.ms"],
         )
@@ -82,6 +85,7 @@ class Broker:
         self.supervisor = Supervisor(faults.task_failer(config.log_dir))  # every long-lived task runs under it
         self.quotas = ClientQuotas(config.log_dir, config["quota.window.num"], config["quota.window.size.seconds"])
         self.node_id: int = config["node.id"]
+        self.advertised = advertised_endpoints(config)  # listener name -> (host, port) clients are given
         self.host, self.port = config.advertised()
         self.logs = LogManager(config.log_dir, broker_log_config(config), node_id=self.node_id)
         self.producer_ids = ProducerIdManager(config.log_dir / PRODUCER_ID_FILE)
@@ -100,6 +104,8 @@ class Broker:
         self.scram_credentials = ScramCredentials(config.log_dir / CREDENTIALS_FILE)
         self.authorizer = authorizer.from_config(config)
         self.tls_contexts = ListenerContexts(self)
+        self.broker_configs = DynamicBrokerConfigs(self)
+        self.connection_quotas = None  # server.py's ConnectionQuotas while serving
         self.fetch_purgatory = FetchPurgatory()
         self.metrics = None  # a BrokerMetrics while metrics.port serves Prometheus
         self.txn_verifier = None  # a TransactionVerifier while serving: KIP-890's question to other brokers
@@ -179,8 +185,14 @@ class Broker:
         """Where clients reach this broker: the advertised address of the listener the request came in on."""
         if header.session is None:  # the broker's own request
             return self.host, self.port
-        listener = header.session.listener
-        return listener.advertised_host, listener.advertised_port
+        return self.advertised[header.session.listener.name]
+
+    def advertise(self) -> None:
+        """advertised.listeners changed at run time: clients are given the new endpoints from now on, and
+        a cluster's registration names them."""
+        self.advertised = advertised_endpoints(self.config)
+        self.host, self.port = self.config.advertised()
+        self.store.advertised_changed()
 
     def may_auto_create(self, name: str, allowed_by_request: bool) -> bool:
         return allowed_by_request and self.config["auto.create.topics.enable"] and name not in INTERNAL_TOPICS

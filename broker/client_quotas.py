@@ -1,5 +1,5 @@
-"""Client quotas as Kafka has them: the values (AlterClientQuotas / DescribeClientQuotas, kept in
-``client-quotas.json``), the rates each client is measured at, and the throttle time a client over
+"""Client quotas as Kafka has them: the values (AlterClientQuotas / DescribeClientQuotas, kept by the
+metadata store: ``client-quotas.json`` standalone, etcd in a cluster), the rates each client is measured at, and the throttle time a client over
 its quota is given (it gets its answer at once, with ``throttle_time_ms``, and its connection is
 not read again until that time has passed -- KIP-219).
 
@@ -59,6 +59,24 @@ def entity_of(components: list[dict]) -> Entity:
     return entity
 
 
+def altered(entity: Entity, ops: list[dict], values: dict[str, float]) -> dict[str, float]:
+    """An entity's quota values after AlterClientQuotas' set/remove operations; QuotaError for a key or
+    value Kafka refuses."""
+    allowed = KEYS_BY_ENTITY[tuple(t for t, _ in entity)]
+    values = dict(values)
+    for op in ops:
+        key = op["key"]
+        if key not in allowed:
+            raise QuotaError(f"{key} is not a quota of {'/'.join(t for t, _ in entity)}")
+        if op["remove"]:
+            values.pop(key, None)
+        elif not op["value"] > 0:
+            raise QuotaError(f"{key} must be positive, got {op['value']}")
+        else:
+            values[key] = float(op["value"])
+    return values
+
+
 def _lookup_order(user: str, client_id: str) -> list[Entity]:
     """Kafka's precedence, most specific first (the default quota callback)."""
     return [
@@ -103,24 +121,10 @@ class ClientQuotas:
 
     # --- the values ----------------------------------------------------------
 
-    def alter(self, entity: Entity, ops: list[dict], validate_only: bool) -> None:
-        """Apply one entity's set/remove operations; QuotaError for a key Kafka refuses."""
-        allowed = KEYS_BY_ENTITY[tuple(t for t, _ in entity)]
-        values = dict(self.values.get(entity, {}))
-        for op in ops:
-            key = op["key"]
-            if key not in allowed:
-                raise QuotaError(f"{key} is not a quota of {'/'.join(t for t, _ in entity)}")
-            if op["remove"]:
-                values.pop(key, None)
-            elif not op["value"] > 0:
-                raise QuotaError(f"{key} must be positive, got {op['value']}")
-            else:
-                values[key] = float(op["value"])
-        if validate_only:
-            return
+    def set(self, entity: Entity, values: dict[str, float]) -> None:
+        """An entity's quota values as they are now (none: the entity has no quota)."""
         if values:
-            self.values[entity] = values
+            self.values[entity] = dict(values)
         else:
             self.values.pop(entity, None)
 

@@ -99,6 +99,8 @@ SETTINGS: list[Setting] = [
     Setting("log.cleaner.max.compaction.lag.ms", int, 2**63 - 1, "A record is compacted at most this long after.",
             at_least(1)),
     Setting("min.insync.replicas", int, 1, "In-sync replicas an acks=all produce needs.", at_least(1)),
+    Setting("compression.type", str, "producer", "Topics' default codec batches are stored in: uncompressed, "
+            "gzip, snappy, lz4, zstd, or producer (as the producer sent them)."),
     Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame accepted."),
     Setting("queued.max.requests", int, 500, "Requests read but not yet handled, all connections together; "
             "past it connections stop reading.", at_least(1)),

@@ -49,12 +49,7 @@ class ConnectionQuotas:
                  protected_listener: str | None = None) -> None:
         self.client_quotas = client_quotas
         self.protected_listener = protected_listener
-        self.max_connections = config["max.connections"]
-        if descriptors_for_connections is not None and descriptors_for_connections < self.max_connections:
-            self.max_connections = descriptors_for_connections
-        self.per_ip = config["max.connections.per.ip"]
-        self.overrides = parse_overrides(config["max.connections.per.ip.overrides"])
-        self.rate = config["max.connection.creation.rate"]
+        self._descriptors = descriptors_for_connections
         self.by_ip: Counter[str] = Counter()
         self.total = 0
         self._created: deque[float] = deque()  # creation times in the last RATE_WINDOW_S
@@ -63,6 +58,17 @@ class ConnectionQuotas:
         self.setting_up = 0  # accepted, not yet counted: a TLS handshake, a transport being made
         self._slot_freed = asyncio.Event()
         self._full_logged = 0.0
+        self.configure(config)
+
+    def configure(self, config) -> None:
+        """The limits from ``config``: at the start, and when dynamic broker configs change them."""
+        self.max_connections = config["max.connections"]
+        if self._descriptors is not None and self._descriptors < self.max_connections:
+            self.max_connections = self._descriptors
+        self.per_ip = config["max.connections.per.ip"]
+        self.overrides = parse_overrides(config["max.connections.per.ip.overrides"])
+        self.rate = config["max.connection.creation.rate"]
+        self._slot_freed.set()  # acceptors waiting at the old limit look again
 
     async def wait_for_slot(self, listener: str) -> None:
         """Return once the broker has fewer than max.connections connections (those being set up count),

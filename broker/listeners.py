@@ -24,8 +24,6 @@ class Listener:
     security_protocol: str
     host: str
     port: int
-    advertised_host: str
-    advertised_port: int
     ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
     sasl_settings: sasl.SaslSettings | None = field(default=None, compare=False)
 
@@ -76,6 +74,17 @@ def advertised_endpoints(config: BrokerConfig) -> dict[str, tuple[str, int]]:
             for name in bound}
 
 
+def advertised_listeners_problem(config: BrokerConfig) -> str | None:
+    """What is wrong with advertised.listeners (a URL, a name that is not one of the listeners), or None."""
+    try:
+        bound = _urls(str(config["listeners"]))
+        advertised = _urls(str(config["advertised.listeners"])) if config["advertised.listeners"] else {}
+    except ConfigError as exc:
+        return str(exc)
+    stray = [name for name in advertised if name not in bound]
+    return f"advertised.listeners: {stray[0]} is not one of the listeners ({', '.join(bound)})" if stray else None
+
+
 def inter_broker_listener(config: BrokerConfig) -> str:
     """The name of the listener brokers use between them: inter.broker.listener.name, or the first listener."""
     return str(config["inter.broker.listener.name"]).upper() or next(iter(_urls(str(config["listeners"]))))
@@ -88,15 +97,14 @@ def inter_broker_endpoint(config: BrokerConfig) -> tuple[str, int]:
 
 
 def resolve(config: BrokerConfig) -> list[Listener]:
-    """The listeners to bind, each with its security protocol, advertised endpoint and TLS context.
+    """The listeners to bind, each with its security protocol and TLS context.
 
     Raises ConfigError for a name without a protocol or a protocol that is not implemented."""
     mapping = protocol_map(config)
     bound = _urls(str(config["listeners"]))
-    advertised = _urls(str(config["advertised.listeners"])) if config["advertised.listeners"] else {}
-    for name in advertised:
-        if name not in bound:
-            raise ConfigError(f"advertised.listeners: {name} is not one of the listeners ({', '.join(bound)})")
+    problem = advertised_listeners_problem(config)
+    if problem:
+        raise ConfigError(problem)
     _check_per_listener(config, bound)
     _check_inter_broker_listener(config, bound)
     listeners = []
@@ -108,10 +116,9 @@ def resolve(config: BrokerConfig) -> list[Listener]:
         if protocol not in IMPLEMENTED:
             raise ConfigError(f"listener {name}://{host}:{port}: security protocol {protocol} is not implemented "
                               f"(implemented: {', '.join(sorted(IMPLEMENTED))})")
-        adv_host, adv_port = advertised.get(name, (host, port))
         context = tls.server_context(config, name) if protocol in ("SSL", "SASL_SSL") else None
         settings = sasl.listener_settings(config, name) if protocol.startswith("SASL_") else None
-        listeners.append(Listener(name, protocol, host, port, adv_host or "127.0.0.1", adv_port, context, settings))
+        listeners.append(Listener(name, protocol, host, port, context, settings))
     return listeners
 
 

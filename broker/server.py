@@ -433,8 +433,9 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         broker.metrics = BrokerMetrics(broker, connections)
         servers.append(await broker.metrics.serve(metrics_socket))
         tasks.append(supervisor.start("event-loop-lag-sampler", broker.metrics.sample_loop_lag))
-    quotas = ConnectionQuotas(broker.config, broker.budget.connections if broker.budget else None, broker.quotas,
-                              inter_broker_listener(broker.config) if len(bound) > 1 else None)
+    quotas = broker.connection_quotas = ConnectionQuotas(
+        broker.config, broker.budget.connections if broker.budget else None, broker.quotas,
+        inter_broker_listener(broker.config) if len(bound) > 1 else None)
     request_queue = RequestQueue(broker.config["queued.max.requests"])
     for listener, sock in bound.items():
         def connection(listener=listener):
@@ -566,10 +567,11 @@ async def _close_idle_connections(broker: Broker, connections: set[KafkaConnecti
 
 
 async def _flush_periodically(broker: Broker) -> None:
-    """Drives log.flush.interval.ms; idle when no time-based flush is configured."""
+    """Drives flush.ms; without a broker default, once a second (a topic's own, or a default set at run time,
+    may ask for it)."""
     failing = False
     while True:
-        await asyncio.sleep(0.1 if broker.config["log.flush.interval.ms"] is not None else 3600)
+        await asyncio.sleep(0.1 if broker.config["log.flush.interval.ms"] is not None else 1.0)
         try:
             broker.logs.flush_if_due(now_ms())
             failing = False
@@ -623,11 +625,10 @@ def _log_cleaner(broker: Broker):
 
 async def _clean_one_at_a_time(broker: Broker, pool: ThreadPoolExecutor) -> None:
     loop = asyncio.get_running_loop()
-    backoff = broker.config["log.cleaner.backoff.ms"] / 1000
     while True:
         plan = broker.cleaner.choose(now_ms())
         if plan is None:
-            await asyncio.sleep(backoff)
+            await asyncio.sleep(broker.config["log.cleaner.backoff.ms"] / 1000)  # a dynamic broker config
             continue
         (topic, partition), started = plan.key, loop.time()
         log.info("cleaning %s-%d below offset %d (dirty from %d): %d segment(s)",

@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 from typing import Callable, NamedTuple
 
+from broker.cluster.metadata import TopicChangeInProgress
 from broker.errors import ErrorCode
 from storage.config import LOG_CONFIG_NAMES, LONG_MAX, LogConfig
-from storage.errors import InvalidConfig
+from storage.errors import InvalidConfig, UnknownTopic
 
 log = logging.getLogger("moldau.topic_configs")
 
@@ -63,8 +64,8 @@ TOPIC_CONFIGS = {
                     "604800000"),
         TopicConfig("segment.bytes", INT, ("log.segment.bytes",), "1073741824"),
         TopicConfig("segment.ms", LONG, ("log.roll.ms",), "604800000"),
-        # not enforced: batches are stored as the producer compressed them
-        TopicConfig("compression.type", STRING, (), "producer", _only("producer")),
+        # a leader recompresses batches to it (produce.py); the levels stay the codecs' defaults
+        TopicConfig("compression.type", STRING, ("compression.type",), "producer"),
         TopicConfig("compression.gzip.level", INT, (), "-1", _only("-1")),
         TopicConfig("compression.lz4.level", INT, (), "9", _only("9")),
         TopicConfig("compression.zstd.level", INT, (), "3", _only("3")),
@@ -110,29 +111,57 @@ def validate(configs: dict[str, str | None], defaults: LogConfig | None = None) 
     return None
 
 
+def config_list(value: str | None) -> list[str]:
+    """A LIST config's items."""
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+# IncrementalAlterConfigs operations
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def list_changed(items: list[str], operation: int, value: str | None) -> str:
+    """A LIST config's value after APPEND or SUBTRACT of ``value``'s items."""
+    given = config_list(value)
+    if operation == APPEND:
+        return ",".join(items + [item for item in given if item not in items])
+    return ",".join(item for item in items if item not in given)
+
+
 # AlterConfigs resource types
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 
 
-def alter(broker, resource_type: int, name: str, configs, validate_only: bool) -> tuple[int, str | None]:
-    """Replace a topic's configs with ``configs(its current configs, the LogConfig in force)``
-    (or refuse, when that returns an error message); persisted in the topic catalog. For the broker
-    resource ``configs`` is {name: value, None to go back to server.properties}.
-    Returns (error code, message)."""
-    if resource_type == BROKER_RESOURCE:  # only its TLS stores change without a restart
-        return broker.tls_contexts.alter(name, configs, validate_only)
+async def alter(broker, resource_type: int, name: str, configs, validate_only: bool) -> tuple[int, str | None]:
+    """Replace a topic's configs with ``configs(its current configs, the LogConfig they make)`` (or refuse,
+    when that returns an error message), through the metadata store: in a cluster the topic's etcd key,
+    which every broker applies. For the broker resource ``configs`` is ({name: (operation, value)}, whether
+    they replace all dynamic ones). Returns (error code, message)."""
+    if resource_type == BROKER_RESOURCE:
+        from broker import dynamic_configs
+
+        return await dynamic_configs.alter(broker, name, *configs, validate_only)
     if resource_type != TOPIC_RESOURCE:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported"
-    topic = broker.logs.topic(name)
-    if topic is None:
+    before = {}
+
+    def change(current: dict[str, str]) -> dict[str, str]:
+        before.update(current)
+        wanted = configs(dict(current), broker.logs.default_config.with_topic_configs(current))
+        problem = wanted if isinstance(wanted, str) else validate(wanted, broker.logs.default_config)
+        if problem:
+            raise InvalidConfig(problem)
+        return wanted
+
+    try:
+        after = await broker.store.alter_topic_configs(name, change, validate_only)
+    except UnknownTopic:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}"
-    wanted = configs(dict(topic.configs), broker.logs.config_for(topic))
-    if isinstance(wanted, str):
-        return ErrorCode.INVALID_CONFIG, wanted
-    problem = validate(wanted, broker.logs.default_config)
-    if problem:
-        return ErrorCode.INVALID_CONFIG, problem
+    except InvalidConfig as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    except TopicChangeInProgress as exc:  # retriable: another write of the topic went first
+        return ErrorCode.REQUEST_TIMED_OUT, str(exc)
     if not validate_only:
-        broker.logs.alter_topic_configs(name, wanted)
-        log.info("topic %s configs changed from %s to %s", name, dict(topic.configs) or "default", wanted or "default")
+        log.info("topic %s configs changed from %s to %s", name, before or "default",
+                 after or "default")
     return ErrorCode.NONE, None

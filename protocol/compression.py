@@ -1,7 +1,8 @@
 """Decompressing a batch's records section (gzip, snappy, lz4, zstd), and compressing one again.
 
-Only the broker's rare record-level reads need this (ListOffsets by timestamp
-inside a compressed batch, the log cleaner); produced batches are stored as they came.
+Only the broker's record-level work needs this (ListOffsets by timestamp inside a
+compressed batch, the log cleaner, and a topic whose compression.type is a codec:
+its leader recompresses each batch); otherwise batches are stored as they came.
 """
 
 from __future__ import annotations
@@ -65,16 +66,61 @@ def _xerial_snappy(data: bytes) -> bytes:
     return bytes(out)
 
 
-# LZ4 is missing: cramjam writes frames of dependent blocks, which the Java client refuses
+_M32 = 0xFFFFFFFF
+_XXH_PRIME1, _XXH_PRIME2, _XXH_PRIME3, _XXH_PRIME4, _XXH_PRIME5 = (
+    2654435761, 2246822519, 3266489917, 668265263, 374761393)
+
+
+def _xxh32_short(data: bytes, seed: int = 0) -> int:
+    """xxHash32 of fewer than 16 bytes (an LZ4 frame descriptor's checksum)."""
+    assert len(data) < 16
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & _M32
+
+    h = (seed + _XXH_PRIME5 + len(data)) & _M32
+    i = 0
+    while i + 4 <= len(data):
+        h = rotl((h + int.from_bytes(data[i:i + 4], "little") * _XXH_PRIME3) & _M32, 17) * _XXH_PRIME4 & _M32
+        i += 4
+    for byte in data[i:]:
+        h = rotl((h + byte * _XXH_PRIME5) & _M32, 11) * _XXH_PRIME1 & _M32
+    h ^= h >> 15
+    h = h * _XXH_PRIME2 & _M32
+    h ^= h >> 13
+    h = h * _XXH_PRIME3 & _M32
+    return h ^ (h >> 16)
+
+
+# An LZ4 frame of independent 64 KB blocks without checksums, the only kind Kafka's Java client reads
+# (cramjam's frames link their blocks)
+_LZ4_BLOCK = 64 * 1024
+_LZ4_DESCRIPTOR = bytes([0x60, 0x40])  # version 01, independent blocks; 64 KB blocks
+_LZ4_HEADER = b"\x04\x22\x4d\x18" + _LZ4_DESCRIPTOR + bytes([(_xxh32_short(_LZ4_DESCRIPTOR) >> 8) & 0xFF])
+_LZ4_UNCOMPRESSED = 0x80000000
+
+
+def _lz4_frame(data: bytes) -> bytes:
+    out = bytearray(_LZ4_HEADER)
+    for start in range(0, len(data), _LZ4_BLOCK):
+        raw = data[start : start + _LZ4_BLOCK]
+        block = bytes(cramjam.lz4.compress_block(raw, store_size=False))
+        if len(block) >= len(raw):
+            out += (len(raw) | _LZ4_UNCOMPRESSED).to_bytes(4, "little") + raw
+        else:
+            out += len(block).to_bytes(4, "little") + block
+    return bytes(out + b"\x00\x00\x00\x00")
+
+
 _COMPRESSORS = {
     GZIP: lambda d: bytes(cramjam.gzip.compress(d)),
     SNAPPY: _xerial_snappy,
+    LZ4: _lz4_frame,
     ZSTD: lambda d: bytes(cramjam.zstd.compress(d)),
 }
+CODECS = {"uncompressed": 0, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}  # compression.type
 
 
-def compress(codec: int, data: bytes) -> bytes | None:
-    """``data`` compressed with ``codec`` in the framing Kafka's clients read (the log cleaner's
-    re-encoded batches); None for a codec written uncompressed instead."""
-    compressor = _COMPRESSORS.get(codec)
-    return None if compressor is None else compressor(data)
+def compress(codec: int, data: bytes) -> bytes:
+    """``data`` compressed with ``codec`` in the framing Kafka's clients read."""
+    return _COMPRESSORS[codec](data)

@@ -323,8 +323,7 @@ def filter_batch(batch: bytes, keep, keep_empty: bool = False) -> bytes | None:
     """The batch with only the records ``keep(record)`` accepts (the log cleaner).
 
     All kept: the same bytes. Some dropped: a batch of the kept records'
-    bytes, compressed as before (lz4 batches uncompressed: see
-    compression.compress), with the same base offset, last offset delta,
+    bytes, compressed as before, with the same base offset, last offset delta,
     timestamps and producer fields, so no offset or sequence changes. All
     dropped: None, or with ``keep_empty`` a batch without records (a
     producer's last batch, which its state is rebuilt from).
@@ -336,17 +335,28 @@ def filter_batch(batch: bytes, keep, keep_empty: bool = False) -> bytes | None:
         return batch
     if not kept and not keep_empty:
         return None
+    return _with_records(batch, hdr, b"".join(kept), len(kept), hdr.compression if kept else 0)
+
+
+def recompressed(batch, codec: int) -> bytes:
+    """One batch with its records compressed with ``codec`` (0: none) instead, every other field as it was
+    (Kafka's LogValidator for a topic whose compression.type is not the producer's)."""
+    hdr = read_header(batch)
+    if hdr.compression == codec:
+        return batch
+    return _with_records(batch, hdr, bytes(_body(batch, 0, hdr)), hdr.records_count, codec)
+
+
+def _with_records(batch, hdr: BatchHeader, records: bytes, count: int, codec: int) -> bytes:
+    """``batch``'s header over ``count`` encoded ``records``, compressed with ``codec``; CRC and length anew."""
     tail = bytearray(batch[_CRC_START:HEADER_SIZE])
-    struct.pack_into(">i", tail, len(tail) - 4, len(kept))
-    records = b"".join(kept)
-    compressed = None
-    if hdr.compression and kept:
+    struct.pack_into(">h", tail, 0, (hdr.attributes & ~COMPRESSION_MASK) | codec)
+    struct.pack_into(">i", tail, len(tail) - 4, count)
+    if codec:
         from .compression import compress
 
-        compressed = compress(hdr.compression, records)
-    if compressed is None:
-        struct.pack_into(">h", tail, 0, hdr.attributes & ~COMPRESSION_MASK)
-    tail += records if compressed is None else compressed
+        records = compress(codec, records)
+    tail += records
     head = struct.pack(">qiibI", hdr.base_offset, len(tail) + 9, hdr.leader_epoch, hdr.magic, crc32c(tail))
     return head + bytes(tail)
 

@@ -65,6 +65,11 @@ class Throttler:
         self._start = time.monotonic()
         self._bytes = 0.0
 
+    def set_rate(self, rate: float) -> None:
+        """A new rate (log.cleaner.io.max.bytes.per.second changed at run time), from a fresh window."""
+        with self._lock:
+            self.rate, self._start, self._bytes = rate, time.monotonic(), 0.0
+
     def take(self, count: int) -> None:
         """Account for ``count`` bytes, sleeping while the threads are ahead of the rate."""
         with self._lock:

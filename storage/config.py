@@ -66,9 +66,13 @@ _SETTINGS = {
     "max.compaction.lag.ms": _Setting("max_compaction_lag_ms", "log.cleaner.max.compaction.lag.ms", int),
     "max.message.bytes": _Setting("max_message_bytes", "message.max.bytes", int),
     "min.insync.replicas": _Setting("min_insync_replicas", "min.insync.replicas", int),
+    "compression.type": _Setting("compression_type", "compression.type", str),
 }
 # the topic configs a LogConfig carries (and the broker enforces)
 LOG_CONFIG_NAMES = frozenset(_SETTINGS)
+
+# compression.type: the codec a leader writes every batch in; "producer" keeps the producer's
+COMPRESSION_TYPES = ("uncompressed", "gzip", "snappy", "lz4", "zstd", "producer")
 
 # Kafka's defaults (4.0): no bound into the past, one hour into the future.
 NO_TIMESTAMP_BOUND = LONG_MAX
@@ -96,6 +100,7 @@ class LogConfig:
     max_compaction_lag_ms: int = LONG_MAX
     max_message_bytes: int = 1048588
     min_insync_replicas: int = 1
+    compression_type: str = "producer"
 
     def __post_init__(self) -> None:
         if not MIN_SEGMENT_BYTES <= self.segment_bytes <= MAX_SEGMENT_BYTES:
@@ -126,6 +131,8 @@ class LogConfig:
             raise InvalidConfig("min.insync.replicas must be at least 1")
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
             raise InvalidConfig("min.compaction.lag.ms must not exceed max.compaction.lag.ms")
+        if self.compression_type not in COMPRESSION_TYPES:
+            raise InvalidConfig(f"compression.type must be one of {', '.join(COMPRESSION_TYPES)}")
 
     @property
     def delete(self) -> bool:
@@ -163,7 +170,7 @@ class LogConfig:
     def with_topic_configs(self, configs: Mapping[str, str]) -> LogConfig:
         """This config (the broker defaults) overlaid with a topic's configs.
 
-        Topic configs the log does not use (compression.type, ...) are
+        Topic configs the log does not use (compression.gzip.level, ...) are
         ignored here; the catalog keeps them.
         """
         changes = {}

@@ -224,6 +224,14 @@ class LogManager:
         finally:
             self._creating.discard(name)
 
+    def set_default_config(self, default_config: LogConfig) -> None:
+        """New topic defaults (dynamic broker configs): every log's config from them and its topic's own."""
+        self.default_config = default_config
+        for (name, _), log in self._logs.items():
+            topic = self._topics.get(name)
+            if topic is not None:
+                log.config = default_config.with_topic_configs(topic.configs)
+
     def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
         """Replace a topic's configs (AlterConfigs); its logs use them from the next write on."""
         topic = self._require(name)

@@ -68,6 +68,9 @@ class Controller:
     def session_renewed(self) -> None:
         self._wake.set()
 
+    def configs_changed(self) -> None:  # unclean.leader.election.enable may elect an offline partition's leader
+        self._wake.set()
+
     def topic_claim_released(self) -> None:  # partition states of a write that did not finish may be left
         self._wake.set()
 

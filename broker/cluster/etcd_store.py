@@ -11,6 +11,8 @@ Key layout (under the chroot of ``etcd.connect``; docs/architecture.md says who 
     /creating/<name>            {"broker_id", "attempt"}: a create or growth of <name> under way, under its
                                 broker's lease (create-if-absent); its last step deletes it
     /acls/<id>, /scram_credentials/<user>   ACLs and SCRAM credentials (etcd_security.py)
+    /client_quotas/<entity>, /configs/brokers/<id or <default>>   client quotas and dynamic broker
+                                configs (etcd_configs.py, which also writes topic keys' configs)
 
 Every broker watches the whole prefix and keeps a MetadataCache; the
 ReplicaManager follows the partition states it holds. Partition states are
@@ -41,6 +43,7 @@ from storage.files import decode_uuid, encode_uuid, random_uuid
 
 from . import client_security
 from .controller import Controller
+from .etcd_configs import CLIENT_QUOTAS, CONFIGS, EtcdConfigs
 from .etcd_security import ACLS, SCRAM, ClusterSecurity
 from .fetcher import ReplicaFetcherManager
 from .metadata import NO_LEADER, BrokerInfo, MetadataCache, PartitionState, TopicChangeInProgress
@@ -93,6 +96,7 @@ class EtcdMetadataStore(MetadataStore):
         self._reserving: asyncio.Future | None = None
         self.revision = 0
         self.security: ClusterSecurity | None = None
+        self.configs = EtcdConfigs(self)
         self.topic_write_delay_s = faults.topic_write_delay_s()
         self.kill_after_topic_write_step = faults.topic_write_killer()
 
@@ -147,8 +151,7 @@ class EtcdMetadataStore(MetadataStore):
         beside it (NodeIdInUse), as Kafka refuses a broker.id registered by another session."""
         node = self.broker.node_id
         key = self.key("brokers", "ids", node)
-        host, port = inter_broker_endpoint(self.broker.config)
-        info = BrokerInfo(node, host, port, None, advertised_endpoints(self.broker.config))
+        info = self._registration()
         self.lease = await self.client.lease(self.ttl)
         loop = asyncio.get_running_loop()
         seen_ttl, renewals, next_line = None, 0, 0.0
@@ -174,6 +177,23 @@ class EtcdMetadataStore(MetadataStore):
             await self.lease.refresh()
             await asyncio.sleep(RETRY_S)
         log.info("registered as broker %d in etcd (session timeout %ds)", node, self.ttl)
+
+    def _registration(self) -> BrokerInfo:
+        host, port = inter_broker_endpoint(self.broker.config)
+        return BrokerInfo(self.broker.node_id, host, port, None, advertised_endpoints(self.broker.config))
+
+    def advertised_changed(self) -> None:
+        self.broker.supervisor.spawn(self._register_endpoints())
+
+    async def _register_endpoints(self) -> None:
+        """The registration again, with the endpoints advertised.listeners names now (a session that ended
+        meanwhile registers them anew)."""
+        try:
+            await self.client.put(self.key("brokers", "ids", self.broker.node_id), self._registration().encode(),
+                                  lease=self.lease)
+            log.info("registered the advertised endpoints %s", self._registration().endpoints)
+        except Exception as exc:
+            log.warning("could not register the new advertised endpoints: %s", exc)
 
     async def _keep_alive(self) -> None:
         lost = False
@@ -296,6 +316,10 @@ class EtcdMetadataStore(MetadataStore):
                 self.controller.topic_claim_released()
             elif parts[0] in (ACLS, SCRAM) and len(parts) == 2:
                 self.security.apply(parts[0], parts[1], value)
+            elif parts[0] == CLIENT_QUOTAS and len(parts) == 2:
+                self.configs.apply_client_quota(parts[1], value)
+            elif parts[0] == CONFIGS and len(parts) == 3 and parts[1] == "brokers":
+                self.configs.apply_broker_configs(parts[2], value)
         except (ValueError, KeyError, TypeError) as exc:
             log.error("ignoring unreadable etcd key %s: %s", key, exc)
 
@@ -329,8 +353,10 @@ class EtcdMetadataStore(MetadataStore):
             local = None
         if local is None:
             logs.create_topic(name, topic.num_partitions, topic.configs, topic_id=topic.topic_id)
-        elif local.num_partitions < topic.num_partitions:
-            logs.add_partitions(name, topic.num_partitions)
+        else:
+            self.configs.apply_topic_configs(name, topic.configs)
+            if local.num_partitions < topic.num_partitions:
+                logs.add_partitions(name, topic.num_partitions)
         for p in range(topic.num_partitions):  # states that arrived before their topic
             state = self.cache.partition_state(name, p)
             if state is not None:
@@ -365,10 +391,14 @@ class EtcdMetadataStore(MetadataStore):
         ok, _ = await self.client.transaction(compare=[tx.mod(key) == expected.version],
                                               success=[tx.put(key, new.encode())], failure=[])
         if ok:
-            found = await self.client.get(key)
-            if found is not None:
-                self._apply(key.decode(), found.value, found.mod_revision)
+            await self.apply_current(key)
         return ok
+
+    async def apply_current(self, key: bytes) -> None:
+        """A key this broker just wrote, applied now (so its next answers have it) as etcd has it."""
+        found = await self.client.get(key)
+        if found is not None:
+            self._apply(key.decode(), found.value, found.mod_revision)
 
     async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str],
                            topic_id=None) -> TopicMetadata:
@@ -495,6 +525,18 @@ class EtcdMetadataStore(MetadataStore):
         except (TopicExists, TopicChangeInProgress):
             pass
         return self.broker.logs.topic(name) is not None
+
+    async def alter_topic_configs(self, name: str, change, validate_only: bool) -> dict[str, str]:
+        return await self.configs.alter_topic_configs(name, change, validate_only)
+
+    async def alter_client_quotas(self, changes) -> None:
+        await self.configs.alter_client_quotas(changes)
+
+    async def alter_broker_configs(self, entity: str, change, validate_only: bool) -> None:
+        await self.configs.alter_broker_configs(entity, change, validate_only)
+
+    def configs_changed(self) -> None:
+        self.controller.configs_changed()
 
     async def create_partitions(self, name: str, assignment: dict[int, list[int]]) -> None:
         tx = self.client.transactions

@@ -10,9 +10,13 @@ state in etcd for a cluster.
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
+from broker.client_quotas import altered
+from broker.dynamic_configs import DEFAULT_ENTITY
 from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
 from storage.catalog import TopicMetadata
+from storage.errors import InvalidConfig, UnknownTopic
 
 from .client_security import ClientSecurity
 from .controller import requested_election
@@ -101,6 +105,25 @@ class MetadataStore:
         return "", None
 
     # implemented by each store
+    async def alter_topic_configs(self, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+                                  validate_only: bool) -> dict[str, str]:
+        """Replace a topic's configs with ``change(its current configs)`` (which raises InvalidConfig to
+        refuse), before the answer; UnknownTopic when there is no such topic. Returns the new configs."""
+
+    async def alter_client_quotas(self, changes: list[tuple[tuple, list[dict]]]) -> None:
+        """AlterClientQuotas' checked (entity, operations) pairs, stored before the answer (OSError if not)."""
+
+    async def alter_broker_configs(self, entity: str, change: Callable[[dict[str, str]], dict[str, str]],
+                                   validate_only: bool) -> None:
+        """Replace the dynamic broker configs of ``entity`` (a node id or ``<default>``) with ``change(its
+        current ones)`` (which raises InvalidConfig to refuse), before the answer."""
+
+    def configs_changed(self) -> None:
+        """Topic configs or their defaults changed (the controller of a cluster looks again)."""
+
+    def advertised_changed(self) -> None:
+        """This broker's advertised.listeners changed (broker.advertise)."""
+
     async def start(self) -> None: ...
     async def stop(self, controlled: bool) -> None: ...
     def topic_creation_pending(self, name: str) -> bool:
@@ -116,6 +139,7 @@ class LocalMetadataStore(MetadataStore):
 
     async def start(self) -> None:
         """The internal topics exist from the start, and this broker leads (and coordinates) all of them."""
+        self.broker.broker_configs.load()
         self.broker.groups.manager.open_topic()
         self.broker.transactions.state_manager.open_topic()
         for name in INTERNAL_TOPIC_SETTINGS:
@@ -141,6 +165,37 @@ class LocalMetadataStore(MetadataStore):
 
     async def ensure_internal_topic(self, name: str) -> bool:
         return self.broker.logs.topic(name) is not None
+
+    async def alter_topic_configs(self, name: str, change, validate_only: bool) -> dict[str, str]:
+        topic = self.broker.logs.topic(name)
+        if topic is None:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        wanted = change(dict(topic.configs))
+        if not validate_only:
+            self.broker.logs.alter_topic_configs(name, wanted)
+        return wanted
+
+    async def alter_client_quotas(self, changes) -> None:
+        """Kept in the data directory (client-quotas.json); the values apply until a restart even when they
+        could not be stored."""
+        quotas = self.broker.quotas
+        for entity, ops in changes:
+            quotas.set(entity, altered(entity, ops, quotas.values.get(entity, {})))
+        quotas.save()
+
+    def advertised_changed(self) -> None:
+        broker = self.broker
+        self.cache.brokers = {broker.node_id: BrokerInfo(broker.node_id, broker.host, broker.port)}
+
+    async def alter_broker_configs(self, entity: str, change, validate_only: bool) -> None:
+        """Kept in the data directory (broker-configs.json)."""
+        configs = self.broker.broker_configs
+        if entity not in (configs.own, DEFAULT_ENTITY):
+            raise InvalidConfig(f"there is no broker {entity} (this broker is {configs.own})")
+        wanted = change(dict(configs.entities.get(entity, {})))
+        if not validate_only:
+            configs.set(entity, wanted)
+            configs.save()
 
 
 class _LocalCache(MetadataCache):

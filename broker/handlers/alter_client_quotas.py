@@ -1,8 +1,9 @@
-"""AlterClientQuotas: set or remove quota values of user / client-id / ip entities, kept on disk."""
+"""AlterClientQuotas: set or remove quota values of user / client-id / ip entities, through the metadata
+store (the data directory of a standalone broker, etcd in a cluster)."""
 
 import logging
 
-from broker.client_quotas import QuotaError, entity_of
+from broker.client_quotas import QuotaError, altered, entity_of
 from broker.errors import ErrorCode
 
 API = "AlterClientQuotas"
@@ -11,21 +12,25 @@ VERSIONS = (0, 1)
 log = logging.getLogger("moldau.quotas")
 
 
-def handle(broker, request, header) -> dict:
-    results = []
-    changed = False
+async def handle(broker, request, header) -> dict:
+    results, changes = [], []
     for entry in request["entries"]:
         code, message = ErrorCode.NONE, None
         try:
-            broker.quotas.alter(entity_of(entry["entity"]), entry["ops"], request["validate_only"])
-            changed = changed or not request["validate_only"]
+            entity = entity_of(entry["entity"])
+            altered(entity, entry["ops"], {})  # what Kafka refuses does not depend on the values in force
+            changes.append((entity, entry["ops"]))
         except QuotaError as exc:
             code, message = ErrorCode.INVALID_REQUEST, str(exc)
         results.append({"error_code": code, "error_message": message, "entity": entry["entity"]})
-    if changed:
+    if changes and not request["validate_only"]:
         try:
-            broker.quotas.save()
-        except OSError as exc:  # the values apply until a restart; say they are not stored
+            await broker.store.alter_client_quotas(changes)
+        except TimeoutError as exc:  # other writers kept winning: retriable
+            for result in results:
+                if not result["error_code"]:
+                    result.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=str(exc))
+        except OSError as exc:  # say the values are not stored
             log.error("could not store client quotas: %s", exc)
             for result in results:
                 if not result["error_code"]:

@@ -7,15 +7,16 @@ API = "AlterConfigs"
 VERSIONS = (0, 2)
 
 
-def handle(broker, request, header) -> dict:
+async def handle(broker, request, header) -> dict:
     responses = []
     for resource in request["resources"]:
         wanted = {c["name"]: c["value"] for c in resource["configs"]}
         refusal = config_refusal(broker.authorizer, header, "AlterConfigs", resource["resource_type"],
                                  resource["resource_name"])
-        changes = wanted if resource["resource_type"] == topic_configs.BROKER_RESOURCE else \
+        changes = ({n: (topic_configs.SET, v) for n, v in wanted.items()}, True) \
+            if resource["resource_type"] == topic_configs.BROKER_RESOURCE else \
             lambda current, in_force: wanted
-        code, message = (refusal, None) if refusal else topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
+        code, message = (refusal, None) if refusal else await topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
                                             changes, request["validate_only"])
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": resource["resource_type"], "resource_name": resource["resource_name"]})

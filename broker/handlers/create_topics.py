@@ -2,14 +2,16 @@
 explicitly by the request; INVALID_REPLICATION_FACTOR when there are too few brokers."""
 
 import logging
+import uuid
 
 from broker import topic_configs
 from broker.broker import InvalidTopic
 from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor, TopicChangeInProgress
 from broker.errors import ErrorCode
+from broker.handlers.describe_configs import topic_entries
 from broker.security.authorizer import TOPIC
-from storage.catalog import validate_topic_name
+from storage.catalog import TopicMetadata, validate_topic_name
 from storage.errors import TopicExists
 
 API = "CreateTopics"
@@ -63,10 +65,17 @@ async def _create(broker, want: dict, validate_only: bool) -> dict:
             result.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=f"could not create the topic: {exc}")
         else:
             result.update(topic_id=topic_id, num_partitions=len(plan), replication_factor=len(plan[min(plan)]),
-                          configs=[])
+                          configs=_created_configs(broker, name, len(plan), configs))
             if not validate_only:
                 log.info("created topic %s: %d partitions, configs %s", name, count, configs or "default")
     return result
+
+
+def _created_configs(broker, name: str, partitions: int, configs: dict[str, str]) -> list[dict]:
+    """The topic's configs as DescribeConfigs would give them, for the answer (KIP-525)."""
+    topic = TopicMetadata(name, uuid.UUID(int=0), partitions, configs)
+    return [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+            for e in topic_entries(broker, topic)]
 
 
 def _refused(want: dict, code=ErrorCode.POLICY_VIOLATION,

@@ -2,16 +2,22 @@
 
 A topic config's value is the one in force: the topic's own (DYNAMIC_TOPIC),
 else the broker setting it defaults to when server.properties sets it
-(STATIC_BROKER), else Kafka's default (DEFAULT). Topic configs can be altered
-(AlterConfigs, IncrementalAlterConfigs); broker configs are read-only.
+(STATIC_BROKER), else Kafka's default (DEFAULT). A broker config's value is this
+broker's dynamic one (DYNAMIC_BROKER), else the cluster default's (DYNAMIC_DEFAULT_BROKER),
+else server.properties' or the built-in default (broker/dynamic_configs.py); those Kafka
+changes at run time are not read-only. The BROKER resource named "" is the cluster default:
+only its dynamic configs, as Kafka describes it. BROKER_LOGGER lists this broker's loggers
+and their levels (broker/log_levels.py).
 
 The resources asked for are a set: one named many times is described once.
 """
 
-from broker.config import SETTINGS
+from broker.dynamic_configs import DEFAULT_ENTITY, DYNAMIC, default_text, describable, setting_type
 from broker.errors import ErrorCode
+from broker.log_levels import loggers
+from broker.security.tls_reload import RECONFIGURABLE
 from broker.security.authorization import config_refusal
-from broker.topic_configs import BOOLEAN, DOUBLE, INT, LONG, STRING, TOPIC_CONFIGS
+from broker.topic_configs import STRING, TOPIC_CONFIGS
 from storage.config import LOG_CONFIG_NAMES
 
 API = "DescribeConfigs"
@@ -19,19 +25,17 @@ VERSIONS = (1, 4)
 
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
 # config sources
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
-_SETTING_TYPES = {bool: BOOLEAN, float: DOUBLE, str: STRING}
-_BROKER_DEFAULTS = {s.name: s.default for s in SETTINGS}
-
-
-def _text(value) -> str | None:
-    if value is None:
-        return None
-    return str(value).lower() if isinstance(value, bool) else str(value)
+_BROKER_DEFAULTS = {name: default_text(name) for name in describable()}
+_SENSITIVE = frozenset({"ssl.key.password", "ssl.keystore.key", "sasl.jaas.config"})  # Kafka's PASSWORD type
 
 
 def _entry(name, value, source, config_type, read_only, synonyms) -> dict:
@@ -44,22 +48,27 @@ def _synonym(name, value, source) -> dict:
     return {"name": name, "value": value, "source": source}
 
 
+def _config_synonyms(broker, names) -> list[dict]:
+    """The broker settings ``names`` at every level that sets them, most specific level first, in the
+    order of ``names`` within a level (Kafka's configSynonyms)."""
+    found = [_synonym(n, value, source) for n in names for value, source in broker.broker_configs.layers(n)]
+    found += [_synonym(n, _BROKER_DEFAULTS[n], DEFAULT_CONFIG) for n in names if _BROKER_DEFAULTS.get(n) is not None]
+    return sorted(found, key=lambda s: s["source"])  # stable: the order of names is kept within a level
+
+
 def _topic_synonyms(broker, topic, config) -> list[dict]:
     """Where the value could come from, the one in force first (Kafka's order)."""
     found = []
     if config.name in topic.configs:
         found.append(_synonym(config.name, topic.configs[config.name], DYNAMIC_TOPIC_CONFIG))
-    found += [_synonym(s, _text(broker.config[s]), STATIC_BROKER_CONFIG)
-              for s in config.synonyms if s in broker.config.explicit]
-    defaults = [s for s in config.synonyms if _BROKER_DEFAULTS[s] is not None]
-    if defaults:
-        found.append(_synonym(defaults[-1], _text(_BROKER_DEFAULTS[defaults[-1]]), DEFAULT_CONFIG))
-    else:
+    found += _config_synonyms(broker, config.synonyms)
+    if not any(s["source"] == DEFAULT_CONFIG for s in found):
         found.append(_synonym(config.name, config.default, DEFAULT_CONFIG))
     return found
 
 
-def _topic_entries(broker, topic) -> list[dict]:
+def topic_entries(broker, topic) -> list[dict]:
+    """Every topic config of ``topic`` (a TopicMetadata) with its value in force, source and synonyms."""
     in_force = broker.logs.config_for(topic)
     entries = []
     for name, config in sorted(TOPIC_CONFIGS.items()):
@@ -69,15 +78,34 @@ def _topic_entries(broker, topic) -> list[dict]:
     return entries
 
 
+# Kafka's brokerConfigSynonyms among Moldau's settings: one value that several names can set
+_RETENTION = ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+
+
+def _broker_entry(broker, name: str, sources: tuple[int, ...]) -> dict:
+    """One broker setting, its synonyms from the levels ``sources`` (from the first one that names it)."""
+    synonyms = [s for s in _config_synonyms(broker, _RETENTION if name in _RETENTION else (name,))
+                if s["source"] in sources]
+    while synonyms and synonyms[0]["name"] != name:
+        synonyms.pop(0)
+    source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
+    read_only = name not in DYNAMIC and name not in RECONFIGURABLE
+    value = broker.broker_configs.in_force_text(name) if DEFAULT_CONFIG in sources else synonyms[0]["value"]
+    entry = _entry(name, value, source, setting_type(name), read_only, synonyms)
+    if name in _SENSITIVE:
+        entry.update(value=None, is_sensitive=True, synonyms=[dict(s, value=None) for s in synonyms])
+    return entry
+
+
 def _broker_entries(broker) -> list[dict]:
-    entries = []
-    for setting in SETTINGS:
-        source = STATIC_BROKER_CONFIG if setting.name in broker.config.explicit else DEFAULT_CONFIG
-        value = _text(broker.config[setting.name])
-        config_type = _SETTING_TYPES.get(type(setting.default), LONG if setting.name.endswith(".ms") else INT)
-        entries.append(_entry(setting.name, value, source, config_type, True,
-                              [_synonym(setting.name, value, source)]))
-    return entries
+    every_level = (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG)
+    return [_broker_entry(broker, name, every_level) for name in describable()]
+
+
+def _cluster_default_entries(broker) -> list[dict]:
+    """The cluster default's dynamic configs alone, as Kafka describes the resource named ""."""
+    configs = broker.broker_configs.entities.get(DEFAULT_ENTITY, {})
+    return [_broker_entry(broker, name, (DYNAMIC_DEFAULT_BROKER_CONFIG,)) for name in sorted(configs)]
 
 
 def _configs(broker, resource) -> tuple[int, str | None, list]:
@@ -86,11 +114,18 @@ def _configs(broker, resource) -> tuple[int, str | None, list]:
         topic = broker.logs.topic(name)
         if topic is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}", []
-        return 0, None, _topic_entries(broker, topic)
+        return 0, None, topic_entries(broker, topic)
     if rtype == BROKER:
-        if name not in ("", str(broker.node_id)):
+        if name == "":
+            return 0, None, _cluster_default_entries(broker)
+        if name != str(broker.node_id):
             return ErrorCode.INVALID_REQUEST, f"unknown broker {name}", []
         return 0, None, _broker_entries(broker)
+    if rtype == BROKER_LOGGER:
+        if name != str(broker.node_id):
+            return ErrorCode.INVALID_REQUEST, f"name this broker ({broker.node_id}), not {name!r}", []
+        return 0, None, [_entry(logger, level, DYNAMIC_BROKER_LOGGER_CONFIG, STRING, False, [])
+                         for logger, level in loggers().items()]
     return ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported", []
 
 

@@ -1,6 +1,10 @@
-"""IncrementalAlterConfigs: set, delete, append to or subtract from single topic configs."""
+"""IncrementalAlterConfigs: set, delete, append to or subtract from single topic configs; set or delete
+dynamic broker configs (broker/dynamic_configs.py) and this broker's log levels (BROKER_LOGGER)."""
 
-from broker import topic_configs
+import logging
+
+from broker import log_levels, topic_configs
+from broker.topic_configs import APPEND, DELETE, SET, SUBTRACT, config_list, list_changed
 from broker.errors import ErrorCode
 from broker.security.authorization import config_refusal
 from storage.config import LOG_CONFIG_NAMES
@@ -8,11 +12,9 @@ from storage.config import LOG_CONFIG_NAMES
 API = "IncrementalAlterConfigs"
 VERSIONS = (0, 1)
 
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+BROKER_LOGGER = 8
 
-
-def _list(value: str | None) -> list[str]:
-    return [item.strip() for item in (value or "").split(",") if item.strip()]
+log = logging.getLogger("moldau.configs")
 
 
 def _changes(ops: list[dict]):
@@ -35,13 +37,7 @@ def _changes(ops: list[dict]):
                 if config.type != topic_configs.LIST:
                     return f"{name} is not a list: it cannot be appended to or subtracted from"
                 default = in_force.topic_value(name) if name in LOG_CONFIG_NAMES else config.default
-                items = _list(current.get(name, default))
-                given = _list(value)
-                if operation == APPEND:
-                    items += [item for item in given if item not in items]
-                else:
-                    items = [item for item in items if item not in given]
-                current[name] = ",".join(items)
+                current[name] = list_changed(config_list(current.get(name, default)), operation, value)
             else:
                 return f"unknown config operation {operation}"
         return current
@@ -52,20 +48,43 @@ def _changes(ops: list[dict]):
 def _changes_of(resource: dict):
     if resource["resource_type"] != topic_configs.BROKER_RESOURCE:
         return _changes(resource["configs"])
-    # the broker's TLS stores: SET a value or DELETE it (back to server.properties)
-    return {op["name"]: op["value"] if op["config_operation"] == SET else None for op in resource["configs"]}
+    return {op["name"]: (op["config_operation"], op["value"]) for op in resource["configs"]}, False
 
 
-def handle(broker, request, header) -> dict:
+def _alter_loggers(broker, resource: dict, validate_only: bool) -> tuple[int, str | None]:
+    """BROKER_LOGGER: SET a logger's level or DELETE it (it inherits again), this broker only, not stored."""
+    if resource["resource_name"] != str(broker.node_id):
+        return ErrorCode.INVALID_REQUEST, f"name this broker ({broker.node_id}), not {resource['resource_name']!r}"
+    changes = []
+    for op in resource["configs"]:
+        if op["config_operation"] not in (SET, DELETE):
+            return ErrorCode.INVALID_REQUEST, f"{op['name']}: a log level is set or deleted, not appended to"
+        level = op["value"] if op["config_operation"] == SET else None
+        if level is None and op["name"] == log_levels.ROOT:
+            return ErrorCode.INVALID_REQUEST, "Removing the log level of the root logger is not allowed"
+        problem = log_levels.logger_problem(op["name"], level)
+        if problem:
+            return ErrorCode.INVALID_CONFIG, problem
+        changes.append((op["name"], level))
+    if not validate_only:
+        for name, level in changes:
+            log_levels.set_logger_level(name, level)
+            log.info("log level of %s %s", name, f"set to {level}" if level else "unset")
+    return ErrorCode.NONE, None
+
+
+async def handle(broker, request, header) -> dict:
     responses = []
     for resource in request["resources"]:
         refusal = config_refusal(broker.authorizer, header, "AlterConfigs", resource["resource_type"],
                                  resource["resource_name"])
-        if resource["resource_type"] == topic_configs.BROKER_RESOURCE and any(
-                op["config_operation"] not in (SET, DELETE) for op in resource["configs"]):
-            refusal = ErrorCode.INVALID_REQUEST  # no broker config that changes at run time is a list
-        code, message = (refusal, None) if refusal else topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
-                                            _changes_of(resource), request["validate_only"])
+        if refusal:
+            code, message = refusal, None
+        elif resource["resource_type"] == BROKER_LOGGER:
+            code, message = _alter_loggers(broker, resource, request["validate_only"])
+        else:
+            code, message = await topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
+                                                      _changes_of(resource), request["validate_only"])
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": resource["resource_type"], "resource_name": resource["resource_name"]})
     return {"throttle_time_ms": 0, "responses": responses}

@@ -1,4 +1,5 @@
-"""Produce: validate each partition's batch and append it as it came.
+"""Produce: validate each partition's batch and append it as it came (recompressed first when the
+topic's compression.type names a codec other than the batch's, as Kafka's LogValidator does).
 
 Each partition's records hold exactly one batch (Kafka's rule from Produce v3
 on: no client sends more, and every check below is per batch). A
@@ -27,6 +28,7 @@ from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
 from broker.client_quotas import QUOTA_EXCEEDED, ProducerIds
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
+from protocol.compression import CODECS
 from protocol.records import (
     NO_PRODUCER_ID,
     BatchHeader,
@@ -34,6 +36,7 @@ from protocol.records import (
     iter_records,
     parse_produce_records,
     read_header,
+    recompressed,
 )
 from storage.errors import (
     DuplicateSequence,
@@ -113,18 +116,33 @@ def _timestamp_problem(config, batches, now: int) -> str | None:
     return None
 
 
-def _topic_problem(broker, log_, records, hdr: BatchHeader, acks: int) -> tuple[ErrorCode, str] | None:
-    """min.insync.replicas for acks=all, max.message.bytes, keys on compacted topics (Kafka's order)."""
+def _keyless_records(log_, records) -> list[dict]:
+    """KIP-467's record_errors for a compacted topic: every record without a key, by its index in the
+    batch, with Kafka's message (LogValidator refuses the batch, naming them all)."""
+    message = f"Compacted topic cannot accept message without key in topic partition {log_.topic}-{log_.partition}"
+    return [{"batch_index": i, "batch_index_error_message": message}
+            for i, r in enumerate(iter_records(records)) if r.key is None]
+
+
+def _topic_problem(broker, log_, records, hdr: BatchHeader, acks: int) -> tuple[ErrorCode, str, list] | None:
+    """min.insync.replicas for acks=all, max.message.bytes, keys on compacted topics (Kafka's order); the
+    last with KIP-467's record errors."""
     config = log_.config
     if acks == -1:  # only acks=all looks the ISR up: one lookup a partition less for the others
         in_sync = broker.in_sync_replicas(log_.topic, log_.partition)
         if len(in_sync) < config.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS, (f"{len(in_sync)} in-sync replica(s), "
-                                                   f"min.insync.replicas is {config.min_insync_replicas}")
+                                                   f"min.insync.replicas is {config.min_insync_replicas}"), []
     if hdr.size > config.max_message_bytes:
-        return ErrorCode.MESSAGE_TOO_LARGE, f"batch of {hdr.size} bytes exceeds max.message.bytes {config.max_message_bytes}"
-    if config.compact and not hdr.is_control and any(r.key is None for r in iter_records(records)):
-        return ErrorCode.INVALID_RECORD, "compacted topics accept only records with a key"
+        return (ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {hdr.size} bytes exceeds max.message.bytes {config.max_message_bytes}", [])
+    if config.compact and not hdr.is_control:
+        errors = _keyless_records(log_, records)
+        if errors:
+            shown = ", ".join(f"RecordError(batchIndex={e['batch_index']}, message='{e['batch_index_error_message']}')"
+                              for e in errors[:3])
+            return (ErrorCode.INVALID_RECORD, f"One or more records have been rejected due to {len(errors)} record "
+                    f"errors in total, and only showing the first three errors at most: [{shown}]", errors)
     return None
 
 
@@ -148,13 +166,19 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
         return _partition_result(index, ErrorCode.INVALID_RECORD, message="exactly one record batch per partition")
     ((_, hdr),) = batches
     try:
+        codec = CODECS.get(log_.config.compression_type)  # None: "producer", kept as it came
+        if codec is not None and codec != hdr.compression and not hdr.is_control:
+            records = bytearray(recompressed(records, codec))  # the log rewrites offsets in place
+            batches = parse_produce_records(records)
+            ((_, hdr),) = batches
         refused = _topic_problem(broker, log_, records, hdr, acks)
     except CorruptRecord as exc:
         log.info("rejected batch for %s-%d: %s", topic.name, index, exc)
         return _partition_result(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc))
     if refused is not None:
-        log.info("refused batch for %s-%d: %s", topic.name, index, refused[1])
-        return _partition_result(index, refused[0], message=refused[1])
+        code, message, record_errors = refused
+        log.info("refused batch for %s-%d: %s", topic.name, index, message)
+        return dict(_partition_result(index, code, message=message), record_errors=record_errors)
     problem = _timestamp_problem(log_.config, batches, now)
     if problem:
         log.info("refused batch for %s-%d: %s", topic.name, index, problem)

@@ -132,3 +132,44 @@ class WireClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# --- client quotas: AlterClientQuotas / DescribeClientQuotas ---------------------------------------
+
+def alter_quotas(c: "WireClient", entity: dict, ops: dict, validate_only: bool = False) -> list[int]:
+    """Error codes of one entity's set (value) / remove (None) operations."""
+    r = c.request("AlterClientQuotas", 1, {"validate_only": validate_only, "entries": [{
+        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+        "ops": [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in ops.items()]}]})
+    return [e["error_code"] for e in r["entries"]]
+
+
+def describe_quotas(c: "WireClient", components: list[tuple[str, int, str | None]], strict=False) -> dict:
+    r = c.request("DescribeClientQuotas", 1, {"strict": strict, "components": [
+        {"entity_type": t, "match_type": m, "match": n} for t, m, n in components]})
+    assert r["error_code"] == 0, r
+    return {tuple((e["entity_type"], e["entity_name"]) for e in entry["entity"]):
+            {v["key"]: v["value"] for v in entry["values"]} for entry in r["entries"]}
+
+
+# --- broker configs: IncrementalAlterConfigs / DescribeConfigs on BROKER resources ---------------------
+# (librdkafka refuses a BROKER resource without a name, the cluster default, and sends a named one to that
+# broker only)
+
+def alter_broker_configs(c: "WireClient", name: str, configs: dict, validate_only: bool = False) -> tuple[int, str]:
+    """SET each config (DELETE for None) of BROKER ``name`` ("" for the cluster default): (error code, message)."""
+    r = c.request("IncrementalAlterConfigs", 1, {"validate_only": validate_only, "resources": [
+        {"resource_type": 4, "resource_name": name, "configs": [
+            {"name": k, "config_operation": 0 if v is not None else 1, "value": v} for k, v in configs.items()]}]})
+    (result,) = r["responses"]
+    return result["error_code"], result["error_message"]
+
+
+def describe_broker_configs(c: "WireClient", name: str) -> dict[str, tuple[str | None, int]]:
+    """BROKER ``name``'s configs: name -> (value, source)."""
+    r = c.request("DescribeConfigs", 4, {"resources": [{"resource_type": 4, "resource_name": name,
+                                                        "configuration_keys": None}],
+                                         "include_synonyms": False, "include_documentation": False})
+    (result,) = r["results"]
+    assert result["error_code"] == 0, result
+    return {e["name"]: (e["value"], e["config_source"]) for e in result["configs"]}

@@ -97,7 +97,7 @@ REFUSED = [
     ("retention.ms", "soon"),
     ("cleanup.policy", "shred"),
     ("min.cleanable.dirty.ratio", "2"),
-    ("compression.type", "lz4"),  # batches are stored as produced: refused, not ignored
+    ("compression.type", "brotli"),  # not a codec Kafka has
     ("remote.storage.enable", "true"),
     ("segment.jitter.ms", "1000"),
 ]
@@ -130,6 +130,16 @@ def test_topic_configs_are_enforced_on_produce(start_broker):
     error = _produce_error(broker.bootstrap, "compacted", None, b"keyless")
     assert error is not None and error.code() == KafkaError.INVALID_RECORD
     assert _produce_error(broker.bootstrap, "compacted", b"key", b"value") is None
+    # one batch of keyed and keyless records (librdkafka's test 0011): refused whole, naming the keyless
+    # ones (KIP-467), which fail INVALID_RECORD; the others fail as batch mates of an invalid record
+    p, _ = producer(broker.bootstrap, linger_ms=500, retries=0, message_timeout_ms=10000)
+    reports = {}
+    for i in range(6):
+        p.produce("compacted", key=None if i in (1, 4) else b"k%d" % i, value=b"%d" % i,
+                  on_delivery=lambda err, m, i=i: reports.__setitem__(i, err))
+    p.flush(30)
+    assert {i: err.code() for i, err in reports.items()} == {
+        i: KafkaError.INVALID_RECORD if i in (1, 4) else KafkaError._INVALID_DIFFERENT_RECORD for i in range(6)}
 
     _create(a, "two-replicas", **{"min.insync.replicas": "2"})
     error = _produce_error(broker.bootstrap, "two-replicas", b"k", b"v", acks="all", message_timeout_ms=3000)
@@ -195,3 +205,22 @@ def test_java_admin_alters_configs_that_persist_across_restart(start_broker, jav
     assert (whole["retention.bytes"]["value"], whole["retention.bytes"]["source"]) == ("123456", "DYNAMIC_TOPIC_CONFIG")
 
     assert only(java.run(broker.bootstrap, "deleteRecords", "java-configs", 0, 4), "deleteRecords")["lowWatermark"] == 4
+
+
+def test_create_topics_answers_with_the_topics_configs(start_broker):
+    """KIP-525: CreateTopics v5+ gives each created topic's configs as DescribeConfigs would (Java's
+    CreateTopicsResult.config), validate_only too."""
+    from helpers.wire import WireClient
+
+    broker = start_broker({"log.retention.hours": 48})
+    for validate_only in (True, False):
+        with WireClient(broker.port) as c:
+            r = c.request("CreateTopics", 7, {"timeout_ms": 10000, "validate_only": validate_only, "topics": [
+                {"name": "answered", "num_partitions": 2, "replication_factor": 1, "assignments": [],
+                 "configs": [{"name": "cleanup.policy", "value": "compact"}]}]})
+        (topic,) = r["topics"]
+        assert topic["error_code"] == 0, topic
+        configs = {e["name"]: (e["value"], e["config_source"], e["read_only"]) for e in topic["configs"]}
+        assert configs["cleanup.policy"] == ("compact", ConfigSource.DYNAMIC_TOPIC_CONFIG.value, False)
+        assert configs["retention.ms"] == (str(48 * 3_600_000), ConfigSource.STATIC_BROKER_CONFIG.value, False)
+        assert configs["segment.bytes"] == ("1073741824", ConfigSource.DEFAULT_CONFIG.value, False)

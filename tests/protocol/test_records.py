@@ -306,3 +306,34 @@ def test_corrupted_kafka_python_batch_is_rejected():
     data[len(data) // 2] ^= 0x10
     with pytest.raises(CorruptRecord, match="CRC"):
         records.parse_produce_records(data)
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_recompressed_keeps_every_field_but_the_codec(codec):
+    """compression.type's recompression: the records and every header field survive a codec change,
+    and kafka-python reads the result (CRC, framing)."""
+    source = records.build_batch([(b"k%d" % i, b"value %d" % i * 50) for i in range(20)], timestamp_ms=TS,
+                                 producer_id=7, producer_epoch=2, base_sequence=40, transactional=True)
+    source = records.recompressed(records.recompressed(source, 1), codec)  # via gzip
+    hdr, original = records.read_header(source), records.read_header(records.build_batch([(b"", b"")]))
+    assert hdr.compression == codec and original.compression == 0
+    assert (hdr.producer_id, hdr.producer_epoch, hdr.base_sequence, hdr.is_transactional, hdr.records_count) == (
+        7, 2, 40, True, 20)
+    assert [(r.key, r.value) for r in records.iter_records(source)] == [
+        (b"k%d" % i, b"value %d" % i * 50) for i in range(20)]
+    parsed = DefaultRecordBatch(bytearray(source))
+    assert parsed.validate_crc() and [r.key for r in parsed] == [b"k%d" % i for i in range(20)]
+
+
+def test_lz4_frames_have_independent_blocks_and_a_valid_descriptor():
+    """The Java client reads only LZ4 frames of independent blocks; lz4's reader checks the descriptor."""
+    import os
+
+    import lz4.frame
+
+    from protocol.compression import LZ4, compress
+
+    data = os.urandom(50_000) + b"x" * 100_000
+    frame = compress(LZ4, data)
+    assert frame[4] & 0x20  # FLG: block independence
+    assert lz4.frame.decompress(frame) == data

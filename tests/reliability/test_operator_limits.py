@@ -10,6 +10,7 @@ import time
 import pytest
 
 from helpers import wire
+from helpers.wire import alter_quotas, describe_quotas
 from helpers.bystander import Bystander
 
 ATTACKER = "127.0.0.2"
@@ -171,21 +172,6 @@ def test_group_max_size(start_broker):
 
 INVALID_REQUEST = 42
 THROTTLING_QUOTA_EXCEEDED = 89
-
-
-def alter_quotas(c: wire.WireClient, entity: dict, ops: dict, validate_only: bool = False) -> list[int]:
-    r = c.request("AlterClientQuotas", 1, {"validate_only": validate_only, "entries": [{
-        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
-        "ops": [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in ops.items()]}]})
-    return [e["error_code"] for e in r["entries"]]
-
-
-def describe_quotas(c: wire.WireClient, components: list[tuple[str, int, str | None]], strict=False) -> dict:
-    r = c.request("DescribeClientQuotas", 1, {"strict": strict, "components": [
-        {"entity_type": t, "match_type": m, "match": n} for t, m, n in components]})
-    assert r["error_code"] == 0, r
-    return {tuple((e["entity_type"], e["entity_name"]) for e in entry["entity"]):
-            {v["key"]: v["value"] for v in entry["values"]} for entry in r["entries"]}
 
 
 class QuotaClient:

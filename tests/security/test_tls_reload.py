@@ -69,7 +69,7 @@ def test_a_renewed_keystore_is_served_to_new_connections_without_a_restart(start
     with pytest.raises(KafkaException, match="INVALID_CONFIG"):
         set_broker_config(broker.bootstrap, ca_path, KEYSTORE, str(tmp_path / "missing.pem"))
     with pytest.raises(KafkaException, match="INVALID_REQUEST|INVALID_CONFIG"):
-        set_broker_config(broker.bootstrap, ca_path, "log.retention.ms", "1000")
+        set_broker_config(broker.bootstrap, ca_path, "log.dirs", "/tmp/elsewhere")  # static in Kafka too
     assert served_certificate(broker.port, ca) == der(renewed)
 
 
