@@ -4,8 +4,12 @@ One etcd and three Moldau brokers on 127.0.0.1 (broker/cluster/local_etcd.py), s
 
 * RF=3 acks=all (min.insync.replicas=2) against RF=1 acks=1 on the same cluster: produce throughput
   (100 B messages) and ack latency p50/p99 (one message at a time), as ratios in the same run;
-* leader failover: an idempotent acks=all producer sends a message every 10 ms; the time from the
-  last ack before the leader is killed (kill -9, then a SIGTERM controlled shutdown) to the first after.
+* failover with default settings: an idempotent acks=all producer sends to six partitions every 10 ms
+  while broker 1 is killed (kill -9, then a SIGTERM controlled shutdown): from the signal to the first
+  ack on each partition it led, and the longest ack gap on those it only followed;
+* failover at scale: 3,000 partitions RF=3 (300 with --quick), kill -9 of broker 1: until every
+  partition has a live leader, until no ISR names it, and from its restart until every ISR is full;
+* each failover row with the machine's load average when it ran.
 
 Prints a table and writes results.json to --out (default bench/results/cluster-<time>/).
 `make bench` runs it after the side-by-side rows.
@@ -14,6 +18,7 @@ Prints a table and writes results.json to --out (default bench/results/cluster-<
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -29,7 +34,6 @@ from bench.standalone import arguments
 from broker.cluster.local_etcd import LocalEtcd, free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SESSION_TIMEOUT_MS = 6000
 
 
 class ClusterUnderTest:
@@ -55,7 +59,7 @@ class ClusterUnderTest:
         command = [sys.executable, "-m", "broker", "serve"]
         for item in (f"node.id={node}", f"listeners=PLAINTEXT://127.0.0.1:{port}",
                      f"log.dirs={self.workdir / f'broker-{node}'}", f"etcd.connect={self.etcd.endpoint}",
-                     f"etcd.session.timeout.ms={SESSION_TIMEOUT_MS}", "min.insync.replicas=2"):
+                     "min.insync.replicas=2"):
             command += ["--override", item]
         log = open(self.workdir / f"broker-{node}.log", "ab")
         self.procs[node] = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=log,
@@ -77,13 +81,17 @@ class ClusterUnderTest:
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap})
 
-    def create_topic(self, name: str, rf: int) -> None:
+    def create_topic(self, name: str, rf: int, partitions: int = 1) -> None:
         admin = self.admin()
-        admin.create_topics([NewTopic(name, 1, rf)])[name].result(30)
+        admin.create_topics([NewTopic(name, partitions, rf)])[name].result(30)
+        self.wait_for_full_isrs(name, partitions, rf)
+
+    def wait_for_full_isrs(self, name: str, partitions: int, rf: int) -> None:
+        admin = self.admin()
         deadline = time.monotonic() + 30
         while True:
-            p = admin.list_topics(name, timeout=10).topics[name].partitions.get(0)
-            if p is not None and p.leader >= 0 and len(p.isrs) == rf:
+            found = admin.list_topics(name, timeout=10).topics[name].partitions
+            if len(found) == partitions and all(p.leader >= 0 and len(p.isrs) == rf for p in found.values()):
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{name} not fully replicated")
@@ -127,31 +135,87 @@ def ack_latency(cluster, topic: str, acks: str, count: int) -> tuple[float, floa
     return samples[len(samples) // 2], samples[min(len(samples) - 1, int(len(samples) * 0.99))]
 
 
-def failover(cluster, topic: str, how: str) -> float:
-    """Seconds from the last ack before the leader goes to the first ack after."""
+FAILOVER_PARTITIONS = 6  # each broker leads two and follows four
+
+
+def failover(cluster, topic: str, how: str) -> dict:
+    """An idempotent acks=all producer sends to every partition every 10 ms while the leader of partition 0 is
+    killed (kill -9) or stopped (SIGTERM): for the partitions it led, seconds from the signal to the first ack after (median,
+    max); for the partitions it only followed, the longest gap between acks; for all, the longest gap."""
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 0, "message.timeout.ms": 120000, "retry.backoff.ms": 50})
-    acks: list[float] = []
-    producer.poll(0)
-    for _ in range(50):
-        producer.produce(topic, b"z", partition=0, on_delivery=lambda err, m: err or acks.append(time.monotonic()))
+                         "linger.ms": 0, "message.timeout.ms": 120000, "retry.backoff.ms": 20,
+                         "retry.backoff.max.ms": 100, "topic.metadata.refresh.interval.ms": 200})
+    acks: dict[int, list[float]] = {p: [] for p in range(FAILOVER_PARTITIONS)}
+
+    def send():
+        for p in range(FAILOVER_PARTITIONS):
+            producer.produce(topic, b"z", partition=p,
+                             on_delivery=lambda err, m: err or acks[m.partition()].append(time.monotonic()))
         producer.poll(0.01)
+
+    for _ in range(30):
+        send()
     producer.flush(30)
-    leader = cluster.leader(topic)
-    proc = cluster.procs[leader]
-    killed_at = time.monotonic()
+    cluster.wait_for_full_isrs(topic, FAILOVER_PARTITIONS, 3)
+    partitions = cluster.admin().list_topics(topic, timeout=10).topics[topic].partitions
+    victim = partitions[0].leader
+    led = [p for p, md in partitions.items() if md.leader == victim]
+    followed = [p for p, md in partitions.items() if md.leader != victim and victim in md.replicas]
+    proc = cluster.procs[victim]
+    signalled = time.monotonic()
     proc.send_signal(signal.SIGKILL if how == "kill" else signal.SIGTERM)
-    before = len(acks)
-    deadline = time.monotonic() + 60
-    while len(acks) <= before + 5 and time.monotonic() < deadline:
-        producer.produce(topic, b"z", partition=0, on_delivery=lambda err, m: err or acks.append(time.monotonic()))
-        producer.poll(0.01)
+    while time.monotonic() < signalled + 6:
+        send()
     producer.flush(60)
     proc.wait(30)
-    last_before = max((t for t in acks if t <= killed_at), default=killed_at)
-    first_after = min(t for t in acks if t > killed_at)
-    cluster.start_broker(leader)
-    return first_after - last_before
+
+    def gap(p: int) -> float:
+        times = [signalled - 0.01] + [t for t in acks[p] if t >= signalled - 0.01]
+        return max(b - a for a, b in zip(times, times[1:]))
+
+    firsts = sorted(min(t for t in acks[p] if t > signalled) - signalled for p in led)
+    cluster.start_broker(victim)
+    return {"led": led, "first_ack_s_median": firsts[len(firsts) // 2] if firsts else None,
+            "first_ack_s_max": firsts[-1] if firsts else None,
+            "followed_longest_gap_s": max((gap(p) for p in followed), default=None),
+            "longest_gap_s": max(gap(p) for p in acks)}
+
+
+def failover_at_scale(cluster, partitions: int) -> dict:
+    """kill -9 of broker 1 with ``partitions`` partitions (RF=3): seconds until every partition has a live
+    leader, until no ISR names it, and from its restart until every ISR is full again (metadata polled)."""
+    admin = cluster.admin()
+    admin.create_topics([NewTopic("scale", partitions, 3)])["scale"].result(120)
+    victim = 1
+
+    def states():
+        md = AdminClient({"bootstrap.servers": ",".join(f"127.0.0.1:{p}" for n, p in cluster.ports.items()
+                                                         if n != victim or cluster.procs[n].poll() is None)})
+        return list(md.list_topics("scale", timeout=20).topics["scale"].partitions.values())
+
+    def until(check, timeout: float) -> float:
+        started = time.monotonic()
+        while time.monotonic() < started + timeout:
+            found = states()
+            if len(found) == partitions and check(found):
+                return time.monotonic() - started
+            time.sleep(0.1)
+        return float("inf")
+
+    until(lambda ps: all(len(p.isrs) == 3 for p in ps), 120)
+    killed = time.monotonic()
+    cluster.procs[victim].kill()
+    cluster.procs[victim].wait(10)
+    led = until(lambda ps: all(p.leader not in (-1, victim) for p in ps), 60)
+    isrs = time.monotonic() - killed + until(lambda ps: all(victim not in p.isrs for p in ps), 60)
+    restarted = time.monotonic()
+    cluster.start_broker(victim)
+    full = time.monotonic() - restarted + until(lambda ps: all(len(p.isrs) == 3 for p in ps), 120)
+    return {"partitions": partitions, "re_led_s": led, "isrs_without_it_s": isrs, "isrs_full_after_restart_s": full}
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main(argv=None) -> int:
@@ -166,10 +230,15 @@ def main(argv=None) -> int:
             rf3 = throughput(cluster, "rf3", "all", count)
             lat1 = ack_latency(cluster, "rf1", "1", samples)
             lat3 = ack_latency(cluster, "rf3", "all", samples)
-            cluster.create_topic("failover", 3)
+            cluster.create_topic("failover", 3, FAILOVER_PARTITIONS)
+            load_kill = load()
             killed = failover(cluster, "failover", "kill")
             time.sleep(2)
+            load_term = load()
             stopped = failover(cluster, "failover", "term")
+            time.sleep(2)
+            load_scale = load()
+            scale = failover_at_scale(cluster, 300 if quick else 3000)
         finally:
             cluster.stop()
     results = {
@@ -177,15 +246,22 @@ def main(argv=None) -> int:
         "ack_latency_ms": {"rf1_acks1": {"p50": lat1[0], "p99": lat1[1]},
                            "rf3_acks_all": {"p50": lat3[0], "p99": lat3[1]},
                            "ratio_p50": lat3[0] / lat1[0], "ratio_p99": lat3[1] / lat1[1]},
-        "failover_s": {"kill_9": killed, "sigterm": stopped, "etcd_session_timeout_s": SESSION_TIMEOUT_MS / 1000},
+        "failover_s": {"kill_9": killed, "sigterm": stopped, "etcd_session_timeout_s": "default",
+                       "at_scale": scale, "load_average": {"kill_9": load_kill, "sigterm": load_term,
+                                                           "at_scale": load_scale}},
     }
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"{'row':<44}{'RF=1 acks=1':>14}{'RF=3 acks=all':>16}{'ratio':>8}")
     print(f"{'produce, 100 B messages/s':<44}{rf1:>14.0f}{rf3:>16.0f}{rf3 / rf1:>8.2f}")
     print(f"{'ack latency p50, ms':<44}{lat1[0]:>14.1f}{lat3[0]:>16.1f}{lat3[0] / lat1[0]:>8.2f}")
     print(f"{'ack latency p99, ms':<44}{lat1[1]:>14.1f}{lat3[1]:>16.1f}{lat3[1] / lat1[1]:>8.2f}")
-    print(f"failover, last ack to first ack: kill -9 {killed:.2f} s "
-          f"(session timeout {SESSION_TIMEOUT_MS / 1000:.0f} s), SIGTERM {stopped:.2f} s")
+    for name, row, at in (("kill -9", killed, load_kill), ("SIGTERM", stopped, load_term)):
+        print(f"failover, {name} of a leader (load {at}): first ack on each partition it led: median "
+              f"{row['first_ack_s_median']:.2f} s, max {row['first_ack_s_max']:.2f} s; longest ack gap on the "
+              f"partitions it followed {row['followed_longest_gap_s']:.2f} s, on any {row['longest_gap_s']:.2f} s")
+    print(f"failover at {scale['partitions']} partitions RF=3, kill -9 (load {load_scale}): re-led "
+          f"{scale['re_led_s']:.2f} s, ISRs without it {scale['isrs_without_it_s']:.2f} s, ISRs full "
+          f"{scale['isrs_full_after_restart_s']:.2f} s after its restart")
     print(f"results in {out}")
     return 0
 

@@ -179,7 +179,7 @@ SETTINGS: list[Setting] = [
             "the connection; 0: sessions never expire."),
     # the cluster (docs/architecture.md); without etcd.connect the broker runs alone
     Setting("etcd.connect", str, "", "etcd endpoints host:port[,host:port...][/chroot]; empty: a standalone broker."),
-    Setting("etcd.session.timeout.ms", int, 18_000, "A broker is gone when etcd has not heard from it this long."),
+    Setting("etcd.session.timeout.ms", int, 9_000, "A broker is gone when etcd has not heard from it this long."),
     Setting("default.replication.factor", int, 1, "Replicas of an auto-created or unspecified-factor topic."),
     Setting("unclean.leader.election.enable", _bool, False,
             "Elect an out-of-sync replica when no in-sync one is left, losing what it lacks (topic-level too)."),

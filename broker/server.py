@@ -414,6 +414,12 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
     loop = asyncio.get_running_loop()
     servers = []
     connections: set[KafkaConnection] = set()
+    if broker.config["etcd.connect"]:
+        # a registered broker never refuses its peers (failure_detector.py): new connections wait in the
+        # backlog while it joins
+        for listener, sock in bound.items():
+            if listener.name == inter_broker_listener(broker.config):
+                sock.listen(_LISTEN_BACKLOG)
     if not await _opened_unless_stopped(broker, stop):
         return
     broker.groups.start()

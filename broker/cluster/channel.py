@@ -35,5 +35,9 @@ class InterBrokerChannel:
         if connection is None:
             connection = self.connections[node_id] = BrokerConnection(self.client_id,
                                                                       self.broker.store.client_security)
-        return await connection.request((destination.host, destination.port), api, version, body,
-                                         self.broker.config["request.timeout.ms"] / 1000)
+        try:
+            return await connection.request((destination.host, destination.port), api, version, body,
+                                            self.broker.config["request.timeout.ms"] / 1000)
+        except (OSError, EOFError) as exc:
+            self.broker.store.peer_connection_failed(node_id, exc)
+            raise

@@ -88,11 +88,12 @@ class Controller:
             if not (self.active and config["auto.leader.rebalance.enable"]):
                 continue
             live = set(self.store.cache.brokers)
+            changes = []
             for (topic, index), state in list(self.store.cache.partitions.items()):
                 new, _ = requested_election(state, live, PREFERRED)
-                if new is not None and await self.store.alter_partition(topic, index, state, new):
-                    log.info("%s-%d: leader %d -> preferred replica %d at epoch %d", topic, index, state.leader,
-                             new.leader, new.leader_epoch)
+                if new is not None:
+                    changes.append((topic, index, state, new))
+            await self._write(changes, "preferred replica election")
 
     async def run(self) -> None:
         self._wake.set()
@@ -153,18 +154,18 @@ class Controller:
 
     async def _elect_where_needed(self) -> None:
         live = set(self.store.cache.brokers)
+        changes = []
         for (topic, index), state in list(self.store.cache.partitions.items()):
             new = self.decide(topic, index, state, live)
-            if new is None:
-                continue
-            if await self.store.alter_partition(topic, index, state, new):
-                log.info("%s-%d: leader %d -> %d at epoch %d, ISR %s", topic, index, state.leader, new.leader,
-                         new.leader_epoch, list(new.isr))
+            if new is not None:
+                changes.append((topic, index, state, new))
+        await self._write(changes, "brokers left or joined")
 
     async def hand_over_leadership(self, node_id: int) -> None:
         """Controlled shutdown: every partition ``node_id`` leads gets another in-sync leader, and it leaves
         the ISRs it follows in, so acks=all writes stop waiting for it."""
         live = set(self.store.cache.brokers) - {node_id}
+        changes = []
         for (topic, index), state in list(self.store.cache.partitions.items()):
             if node_id not in state.isr:
                 continue
@@ -176,6 +177,18 @@ class Controller:
                 if not candidates:
                     continue  # the only in-sync replica: it stays leader until it is gone
                 new = state.with_leader(candidates[0], isr)
-            if await self.store.alter_partition(topic, index, state, new):
-                log.info("%s-%d: controlled shutdown of %d: leader %d, ISR %s", topic, index, node_id, new.leader,
-                         list(new.isr))
+            changes.append((topic, index, state, new))
+        await self._write(changes, f"controlled shutdown of broker {node_id}")
+
+    async def _write(self, changes: list, why: str) -> None:
+        """Partition state changes, batched (store.alter_partitions), logged as one summary: one line per
+        partition would be thousands at scale."""
+        if not changes:
+            return
+        written = await self.store.alter_partitions(changes)
+        done = [change for change, ok in zip(changes, written) if ok]
+        moved = [(t, i, new) for t, i, old, new in done if old.leader != new.leader]
+        sample = ", ".join(f"{t}-{i}: {new.leader}" for t, i, new in moved[:5])
+        log.info("%s: %d partition state(s) written (%d new leader(s)%s%s), %d lost a race with a newer state",
+                 why, len(done), len(moved), ": " if moved else "", sample + (", ..." if len(moved) > 5 else ""),
+                 len(changes) - len(done))

@@ -45,6 +45,7 @@ from . import client_security
 from .controller import Controller
 from .etcd_configs import CLIENT_QUOTAS, CONFIGS, EtcdConfigs
 from .etcd_security import ACLS, SCRAM, ClusterSecurity
+from .failure_detector import FailureDetector
 from .fetcher import ReplicaFetcherManager
 from .metadata import NO_LEADER, BrokerInfo, MetadataCache, PartitionState, TopicChangeInProgress
 from .store import MetadataStore, NodeIdInUse
@@ -53,6 +54,7 @@ log = logging.getLogger("moldau.etcd")
 
 RETRY_S = 0.5
 COUNTDOWN_S = 5.0  # between the lines counting down an earlier run's session
+KEEPALIVE_S = 1.0  # between the session's keep-alives
 # etcd's default --max-txn-ops: a transaction with more operations is refused
 MAX_TXN_OPS = 128
 CREATING = "creating"  # /creating/<name>: the claim of a topic write in several steps
@@ -89,6 +91,7 @@ class EtcdMetadataStore(MetadataStore):
         self.lease = None
         self.topics: dict[str, TopicMetadata] = {}  # as etcd has them
         self.controller = Controller(self)
+        self.failure_detector = FailureDetector(self)
         self.client_security = client_security.from_config(broker.config)
         broker.replicas.fetchers = ReplicaFetcherManager(broker)
         self._tasks: list[asyncio.Task] = []
@@ -185,6 +188,9 @@ class EtcdMetadataStore(MetadataStore):
     def advertised_changed(self) -> None:
         self.broker.supervisor.spawn(self._register_endpoints())
 
+    def peer_connection_failed(self, node_id: int, exc: BaseException) -> None:
+        self.failure_detector.connection_failed(node_id, exc)
+
     async def _register_endpoints(self) -> None:
         """The registration again, with the endpoints advertised.listeners names now (a session that ended
         meanwhile registers them anew)."""
@@ -198,7 +204,8 @@ class EtcdMetadataStore(MetadataStore):
     async def _keep_alive(self) -> None:
         lost = False
         while True:
-            await asyncio.sleep(self.ttl / 3)
+            # often, so that only a stall of nearly the whole session timeout loses it (docs/performance.md)
+            await asyncio.sleep(min(KEEPALIVE_S, self.ttl / 3))
             try:
                 reply = await self.lease.refresh()
                 if reply.TTL <= 0:
@@ -393,6 +400,30 @@ class EtcdMetadataStore(MetadataStore):
         if ok:
             await self.apply_current(key)
         return ok
+
+    async def alter_partitions(self, changes: list[tuple[str, int, PartitionState, PartitionState]]) -> list[bool]:
+        """Many compare-and-swaps (topic, index, expected, new) in few transactions: each holds all of a chunk's
+        comparisons and writes (within MAX_TXN_OPS, a read of one written key giving the transaction's
+        revision), and applies them here at once. A chunk whose comparison fails somewhere (a state that moved
+        meanwhile) goes one partition at a time. Returns whether each change was written."""
+        tx = self.client.transactions
+        written: list[bool] = []
+        size = MAX_TXN_OPS - 1
+        for i in range(0, len(changes), size):
+            chunk = changes[i:i + size]
+            keys = [self.key("partitions", topic, index) for topic, index, _, _ in chunk]
+            ok, responses = await self.client.transaction(
+                compare=[tx.mod(key) == expected.version for key, (_, _, expected, _) in zip(keys, chunk)],
+                success=[tx.put(key, new.encode()) for key, (_, _, _, new) in zip(keys, chunk)] + [tx.get(keys[0])],
+                failure=[])
+            if not ok:
+                written += [await self.alter_partition(*change) for change in chunk]
+                continue
+            revision = responses[-1][0][1].mod_revision
+            for key, (_, _, _, new) in zip(keys, chunk):
+                self._apply(key.decode(), new.encode(), revision)
+            written += [True] * len(chunk)
+        return written
 
     async def apply_current(self, key: bytes) -> None:
         """A key this broker just wrote, applied now (so its next answers have it) as etcd has it."""

@@ -126,6 +126,7 @@ class ReplicaFetcher:
                 if not failing:
                     log.warning("fetching from broker %d failed: %s", self.leader_id, exc or type(exc).__name__)
                 failing = True
+                self.broker.store.peer_connection_failed(self.leader_id, exc)
                 self.session.start_over()
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue

@@ -124,6 +124,9 @@ class MetadataStore:
     def advertised_changed(self) -> None:
         """This broker's advertised.listeners changed (broker.advertise)."""
 
+    def peer_connection_failed(self, node_id: int, exc: BaseException) -> None:
+        """A connection to broker ``node_id`` failed with ``exc`` (a cluster may fence a crashed broker now)."""
+
     async def start(self) -> None: ...
     async def stop(self, controlled: bool) -> None: ...
     def topic_creation_pending(self, name: str) -> bool:
