@@ -33,6 +33,7 @@ from .client_quotas import client_quota_throttle
 from .cluster.channel import InterBrokerChannel
 from .connection_quotas import ConnectionQuotas
 from .handlers import HANDLERS, api_versions
+from .handlers.fetch import replica_id_of
 from .listeners import Listener, inter_broker_listener
 from .request_queue import RequestQueue
 from .security import authorization, sasl, tls
@@ -82,6 +83,7 @@ class KafkaConnection(asyncio.Protocol):
         self.write_paused = False
         self.read_paused = False
         self.closed = False
+        self.follower = -1  # the node id of the follower whose replica fetcher this connection is
 
     # ---- transport callbacks -----------------------------------------------
 
@@ -113,6 +115,8 @@ class KafkaConnection(asyncio.Protocol):
                 self.session.principal = "User:" + subject
 
     def connection_lost(self, exc):
+        if self.follower >= 0 and not self.closed:  # closed by the follower's end: perhaps its crash
+            self.broker.store.peer_connection_failed(self.follower, exc or EOFError("connection closed"))
         if self.ip is not None:
             self.quotas.release(self.ip)
             self.ip = None
@@ -268,6 +272,8 @@ class KafkaConnection(asyncio.Protocol):
             if refusal is not None:
                 self._reply(handler.name, header, refusal, (len(frame), 0.0))
                 return
+        if handler.name == "Fetch" and self.follower < 0:
+            self.follower = replica_id_of(request)
         started = time.perf_counter()
         result = handler.handle(self.broker, request, header)
         usage = (len(frame), time.perf_counter() - started)  # what client quotas count of this request

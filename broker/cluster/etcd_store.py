@@ -225,6 +225,7 @@ class EtcdMetadataStore(MetadataStore):
     async def stop(self, controlled: bool) -> None:
         """Controlled shutdown (SIGTERM) hands leadership to other in-sync replicas first, then the session
         is revoked, so the controller acts now instead of after the session timeout."""
+        self.failure_detector.stopped = True
         if controlled and self.client is not None:
             try:
                 await within(10, self.controller.hand_over_leadership(self.broker.node_id), "the hand-over")

@@ -2,9 +2,9 @@
 
 A crashed process leaves its host answering for it: its connections reset and
 its listener refuses. When a connection to another broker fails that way (a
-replica fetcher's, the inter-broker channel's), this broker confirms on its
-own: it reads the broker's registration and opens a new connection to the
-inter-broker endpoint registered there. Only a refusal counts -- nothing
+replica fetcher's, the inter-broker channel's, a follower's fetch connection
+here), this broker confirms on its own: it reads the broker's registration
+and opens a new connection to the inter-broker endpoint registered there. Only a refusal counts -- nothing
 listens there, so no process of that registration can answer or acknowledge
 anything -- and then it revokes the lease of that registration: the session
 ends now, not etcd.session.timeout.ms later, and the controller elects past it.
@@ -31,13 +31,13 @@ class FailureDetector:
     def __init__(self, store) -> None:
         self.store = store
         self._checked: dict[int, float] = {}  # node id -> when its last check began
-        self.fenced = 0  # sessions ended here by a confirmed refusal (a metric)
+        self.stopped = False  # leaving the cluster: its own connections closing tell nothing
 
     def connection_failed(self, node_id: int, exc: BaseException) -> None:
         """A connection to ``node_id`` reset, closed or was refused: confirm, in the background."""
         if not isinstance(exc, (ConnectionError, EOFError)) or node_id == self.store.broker.node_id:
             return  # a timeout is no sign of a crash
-        if node_id not in self.store.cache.brokers or self.store.client is None:
+        if self.stopped or node_id not in self.store.cache.brokers or self.store.client is None:
             return
         now = asyncio.get_running_loop().time()
         if now - self._checked.get(node_id, -RECHECK_S) < RECHECK_S:
@@ -54,7 +54,6 @@ class FailureDetector:
             if not await refuses(info.host, info.port):
                 return
             await self.store.client.revoke_lease(found.lease)
-            self.fenced += 1
             log.warning("broker %d refuses connections at %s:%d: its process is gone; ended its etcd session",
                         node_id, info.host, info.port)
         except Exception as exc:  # etcd away, the lease already gone: the session timeout remains
