@@ -25,6 +25,8 @@ from .metadata import NO_LEADER, PartitionState
 
 log = logging.getLogger("moldau.replica")
 
+ROLE_SUMMARY_S = 0.1  # leaderships taken or given up within this long are logged in one line
+
 
 def _monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
@@ -189,12 +191,12 @@ class Partition:
         self.proposed_isr = ()  # written (and now in ``state``) or lost to this newer state
         me = self.manager.node_id
         if state.leader == me and (old.leader != me or old.leader_epoch != state.leader_epoch):
-            log.info("%s-%d: leader at epoch %d, ISR %s", self.topic, self.index, state.leader_epoch, list(state.isr))
+            self.manager.role_taken("leader", f"{self.topic}-{self.index} at epoch {state.leader_epoch}")
             self.become_leader(state)
             self.manager.broker.leadership_changed(self.topic, self.index, True, state.leader_epoch)
         elif state.leader != me and old.leader == me:
-            log.info("%s-%d: no longer leader (leader %d, epoch %d)", self.topic, self.index, state.leader,
-                     state.leader_epoch)
+            self.manager.role_taken("no longer leader", f"{self.topic}-{self.index} (leader {state.leader}, epoch "
+                                                        f"{state.leader_epoch})")
             self.followers = {}
             self._complete_waiters()
             self.manager.broker.leadership_changed(self.topic, self.index, False, state.leader_epoch)
@@ -221,6 +223,20 @@ class ReplicaManager:
         # ISR changes of partitions this broker leads (Kafka's IsrShrinksPerSec, IsrExpandsPerSec)
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self._roles: dict[str, list[str]] = {}  # role changes not logged yet (role_taken)
+
+    def role_taken(self, role: str, what: str) -> None:
+        """A leadership taken or given up, logged with the others of the same moment in one line (a failover
+        moves thousands at once)."""
+        if not self._roles:
+            asyncio.get_running_loop().call_later(ROLE_SUMMARY_S, self._log_roles)
+        self._roles.setdefault(role, []).append(what)
+
+    def _log_roles(self) -> None:
+        for role, changes in self._roles.items():
+            log.info("%s of %d partition(s): %s%s", role, len(changes), ", ".join(changes[:10]),
+                     ", ..." if len(changes) > 10 else "")
+        self._roles = {}
 
     def on_append(self, topic: str, index: int) -> None:
         """Any append here (produce, markers, the coordinators' records): an ISR of one commits it at once."""

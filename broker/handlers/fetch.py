@@ -77,7 +77,12 @@ def leadership_answers(broker, partitions: Mapping[TopicPartition, FetchPartitio
     follower would fall out of the ISR."""
     answers = {}
     for key, want in partitions.items():
-        name = want.topic_name if isinstance(key.topic, uuid.UUID) else key.topic
+        name = key.topic
+        if isinstance(name, uuid.UUID):
+            # resolved now: a session that first named the id before this broker knew the topic holds no name,
+            # and an idle partition is never named again (its follower would leave the ISR for good)
+            found = broker.logs.topic_by_id(name)
+            name = found.name if found is not None else want.topic_name
         if name is None or broker.logs.topic(name) is None:
             continue  # read_from_logs answers UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION
         partition, error = broker.replicas.leader_partition(name, key.partition)

@@ -26,6 +26,7 @@ import logging
 
 from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
 from broker.client_quotas import QUOTA_EXCEEDED, ProducerIds
+from broker.coordinator_partitions import settled
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 from protocol.compression import CODECS
@@ -87,15 +88,9 @@ def _verify_transaction(broker, transactional_id: str | None, hdr: BatchHeader, 
     coordinator = broker.transactions
     if tp in verdicts:
         error = verdicts[tp]
-    elif broker.txn_verifier.is_remote(transactional_id):
-        # verified when its transaction began here; if it ended meanwhile, the retry is verified anew
+    elif adds_partition or broker.txn_verifier.is_remote(transactional_id):
+        # verified (or added) when its transaction began here; if it ended meanwhile, the retry is verified anew
         error = ErrorCode.NONE if _began_here(log_, hdr) else ErrorCode.CONCURRENT_TRANSACTIONS
-    elif adds_partition:
-        error = coordinator.add_partitions(transactional_id, hdr.producer_id, hdr.producer_epoch, {tp})
-        if not error and not coordinator.state_manager.is_committed(transactional_id):
-            # not before the partition is in the committed transaction state, or a new coordinator would
-            # send it no marker: retried (NOT_ENOUGH_REPLICAS) until it is
-            error = ErrorCode.CONCURRENT_TRANSACTIONS
     else:
         error = coordinator.verify_partitions(transactional_id, hdr.producer_id, hdr.producer_epoch, [tp])[tp]
     if error == ErrorCode.PRODUCER_FENCED:
@@ -219,11 +214,13 @@ def _began_here(log_, hdr: BatchHeader) -> bool:
     return entry is not None and entry.producer_epoch == hdr.producer_epoch and entry.current_txn_first_offset >= 0
 
 
-def _to_verify(broker, request) -> dict[tuple[int, int], list[tuple[str, int]]]:
+def _to_verify(broker, request, adds: bool) -> dict[tuple[int, int], list[tuple[str, int]]]:
     """Partitions whose transactional batch begins its transaction there while another broker
-    coordinates the id, by (producer id, epoch): the coordinator is asked before anything is appended."""
+    coordinates the id, or while this one does and the write adds the partition (``adds``, transaction
+    version 2), by (producer id, epoch): the coordinator is asked, or adds them and its write is committed,
+    before anything is appended."""
     transactional_id = request["transactional_id"]
-    if transactional_id is None or not broker.txn_verifier.is_remote(transactional_id):
+    if transactional_id is None or not (adds or broker.txn_verifier.is_remote(transactional_id)):
         return {}
     found: dict = {}
     for topic_data in request["topic_data"]:
@@ -241,12 +238,28 @@ def _to_verify(broker, request) -> dict[tuple[int, int], list[tuple[str, int]]]:
 async def _verified(broker, request, header, to_verify: dict):
     """The answer once the coordinator has confirmed (or added) the partitions."""
     adds = header.api_version >= ADDS_PARTITIONS_SINCE
+    transactional_id = request["transactional_id"]
+    remote = broker.txn_verifier.is_remote(transactional_id)
     verdicts = {}
     for (producer_id, epoch), partitions in to_verify.items():
-        verdicts.update(await broker.txn_verifier.verify(request["transactional_id"], producer_id, epoch, partitions,
-                                                         adds))
+        if remote:
+            verdicts.update(await broker.txn_verifier.verify(transactional_id, producer_id, epoch, partitions, adds))
+        else:
+            verdicts.update(await _added_here(broker, transactional_id, producer_id, epoch, partitions))
     response = _handle(broker, request, header, verdicts)
     return await response if inspect.isawaitable(response) else response
+
+
+async def _added_here(broker, transactional_id: str, producer_id: int, epoch: int,
+                      partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+    """Transaction version 2, coordinated here: the partitions join the transaction, and the write waits
+    until that is committed in the transaction state (else a new coordinator would send the partition no
+    marker) -- a delayed produce, as Kafka's verification guard, not an error its client retries."""
+    coordinator = broker.transactions
+    error = coordinator.add_partitions(transactional_id, producer_id, epoch, set(partitions))
+    if not error:
+        error = await settled(coordinator.state_manager.committed(transactional_id))
+    return dict.fromkeys(partitions, error)
 
 
 async def _wait_for_replicas(response: dict, waits: list, timeout_ms: int) -> dict:
@@ -260,7 +273,7 @@ async def _wait_for_replicas(response: dict, waits: list, timeout_ms: int) -> di
 
 
 def handle(broker, request, header):
-    to_verify = _to_verify(broker, request)
+    to_verify = _to_verify(broker, request, header.api_version >= ADDS_PARTITIONS_SINCE)
     if to_verify:
         return _verified(broker, request, header, to_verify)
     return _handle(broker, request, header, {})

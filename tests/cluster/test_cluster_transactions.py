@@ -193,3 +193,28 @@ def test_idempotent_retries_across_a_leader_change_are_deduplicated(start_cluste
     assert cluster.leader("dedup") not in (leader, -1)
     assert sorted(v for v, _ in acked) == values and len({o for _, o in acked}) == len(values)
     assert [v for _, _, v in consume(cluster, [("dedup", 0)], len(values))] == values, "each record once, in order"
+
+
+def test_a_version_2_write_waits_for_its_partition_to_join_the_transaction(start_cluster):
+    """Produce v12 at the leader that also coordinates the id: the partition's addition to the transaction
+    must be replicated first (RF=3, min.insync.replicas=2), and the write waits for it (Kafka's verification
+    guard, a delayed produce) instead of being answered NOT_ENOUGH_REPLICAS for its client to retry."""
+    cluster = start_cluster(3, min_insync_replicas=2)
+    coordinator = find_coordinator(cluster, "guard-app")
+    others = [n for n in (1, 2, 3) if n != coordinator]
+    create_placed(cluster, "guarded", [[coordinator, *others]])
+    with WireClient(cluster.brokers[coordinator].port) as c:
+        code, pid, epoch = init_producer_id(c, "guard-app")
+        assert code == NONE
+        for n in range(5):  # each transaction adds the partition anew
+            txn = ("guard-app", pid, epoch + n)
+            r = c.request("Produce", 12, {"transactional_id": "guard-app", "acks": -1, "timeout_ms": 10000,
+                                          "topic_data": [{"name": "guarded", "partition_data": [
+                                              {"index": 0, "records": txn_batch(txn, 0, b"v%d" % n)}]}]})
+            assert r["responses"][0]["partition_responses"][0]["error_code"] == NONE, f"transaction {n}"
+            r = c.request("EndTxn", 5, {"transactional_id": "guard-app", "producer_id": pid,
+                                        "producer_epoch": epoch + n, "committed": True})
+            assert (r["error_code"], r["producer_epoch"]) == (NONE, epoch + n + 1)
+            cluster.wait_until(lambda: c.request("DescribeTransactions", 0, {"transactional_ids": ["guard-app"]})[
+                "transaction_states"][0]["transaction_state"] == "CompleteCommit", DEADLINE_S, "the markers")
+    assert [v for _, _, v in consume(cluster, [("guarded", 0)], 5, "read_committed")] == [b"v%d" % n for n in range(5)]
