@@ -9,7 +9,8 @@ One etcd and three Moldau brokers on 127.0.0.1 (broker/cluster/local_etcd.py), s
   ack on each partition it led, and the longest ack gap on those it only followed;
 * failover at scale: 3,000 partitions RF=3 (300 with --quick), kill -9 of broker 1: until every
   partition has a live leader, until no ISR names it, and from its restart until every ISR is full;
-* each failover row with the machine's load average when it ran.
+* each failover row with the machine's load average when it ran; each broker's event-loop stalls over
+  the whole run (its lag histogram), the evidence for the session's keep-alive margin.
 
 Prints a table and writes results.json to --out (default bench/results/cluster-<time>/).
 `make bench` runs it after the side-by-side rows.
@@ -19,12 +20,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -41,6 +44,7 @@ class ClusterUnderTest:
         self.workdir = workdir
         self.etcd = LocalEtcd(workdir / "etcd")
         self.ports = {node: free_port() for node in range(1, size + 1)}
+        self.metrics_ports = {node: free_port() for node in range(1, size + 1)}
         self.procs: dict[int, subprocess.Popen] = {}
 
     def start(self) -> "ClusterUnderTest":
@@ -59,7 +63,7 @@ class ClusterUnderTest:
         command = [sys.executable, "-m", "broker", "serve"]
         for item in (f"node.id={node}", f"listeners=PLAINTEXT://127.0.0.1:{port}",
                      f"log.dirs={self.workdir / f'broker-{node}'}", f"etcd.connect={self.etcd.endpoint}",
-                     "min.insync.replicas=2"):
+                     f"metrics.port={self.metrics_ports[node]}", "min.insync.replicas=2"):
             command += ["--override", item]
         log = open(self.workdir / f"broker-{node}.log", "ab")
         self.procs[node] = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=log,
@@ -214,6 +218,25 @@ def failover_at_scale(cluster, partitions: int) -> dict:
     return {"partitions": partitions, "re_led_s": led, "isrs_without_it_s": isrs, "isrs_full_after_restart_s": full}
 
 
+def loop_stalls(cluster) -> dict:
+    """Per live broker, from its event-loop lag histogram (sampled every 0.5 s since it started): how many
+    samples were late by more than 0.1 s and 1 s, and the bucket bound the worst one stays under."""
+    found = {}
+    for node, port in cluster.metrics_ports.items():
+        if cluster.procs[node].poll() is not None:
+            continue
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            text = reply.read().decode()
+        buckets = [(float(m[1]), float(m[2])) for m in re.finditer(
+            r'^moldau_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)', text, re.M)]
+        total = buckets[-1][1]
+        below = {bound: count for bound, count in buckets}
+        worst = next(bound for bound, count in buckets if count == total)
+        found[node] = {"samples": total, "over_0.1s": total - below[0.1], "over_1s": total - below[1.0],
+                       "worst_under_s": worst}
+    return found
+
+
 def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -239,6 +262,7 @@ def main(argv=None) -> int:
             time.sleep(2)
             load_scale = load()
             scale = failover_at_scale(cluster, 300 if quick else 3000)
+            stalls = loop_stalls(cluster)
         finally:
             cluster.stop()
     results = {
@@ -249,6 +273,7 @@ def main(argv=None) -> int:
         "failover_s": {"kill_9": killed, "sigterm": stopped, "etcd_session_timeout_s": "default",
                        "at_scale": scale, "load_average": {"kill_9": load_kill, "sigterm": load_term,
                                                            "at_scale": load_scale}},
+        "event_loop_stalls": stalls,
     }
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"{'row':<44}{'RF=1 acks=1':>14}{'RF=3 acks=all':>16}{'ratio':>8}")
@@ -262,6 +287,9 @@ def main(argv=None) -> int:
     print(f"failover at {scale['partitions']} partitions RF=3, kill -9 (load {load_scale}): re-led "
           f"{scale['re_led_s']:.2f} s, ISRs without it {scale['isrs_without_it_s']:.2f} s, ISRs full "
           f"{scale['isrs_full_after_restart_s']:.2f} s after its restart")
+    for node, row in stalls.items():
+        print(f"broker {node} event loop, whole run: {row['samples']:.0f} samples, {row['over_0.1s']:.0f} late by over "
+              f"0.1 s, {row['over_1s']:.0f} by over 1 s, worst under {row['worst_under_s']} s")
     print(f"results in {out}")
     return 0
 

@@ -394,13 +394,7 @@ class EtcdMetadataStore(MetadataStore):
 
     async def alter_partition(self, topic: str, index: int, expected: PartitionState, new: PartitionState) -> bool:
         """Compare-and-swap a partition's state on the mod revision ``expected`` was read at."""
-        key = self.key("partitions", topic, index)
-        tx = self.client.transactions
-        ok, _ = await self.client.transaction(compare=[tx.mod(key) == expected.version],
-                                              success=[tx.put(key, new.encode())], failure=[])
-        if ok:
-            await self.apply_current(key)
-        return ok
+        return (await self.alter_partitions([(topic, index, expected, new)]))[0]
 
     async def alter_partitions(self, changes: list[tuple[str, int, PartitionState, PartitionState]]) -> list[bool]:
         """Many compare-and-swaps (topic, index, expected, new) in few transactions: each holds all of a chunk's
@@ -418,7 +412,10 @@ class EtcdMetadataStore(MetadataStore):
                 success=[tx.put(key, new.encode()) for key, (_, _, _, new) in zip(keys, chunk)] + [tx.get(keys[0])],
                 failure=[])
             if not ok:
-                written += [await self.alter_partition(*change) for change in chunk]
+                if len(chunk) == 1:
+                    written.append(False)
+                else:
+                    written += [(await self.alter_partitions([change]))[0] for change in chunk]
                 continue
             revision = responses[-1][0][1].mod_revision
             for key, (_, _, _, new) in zip(keys, chunk):
