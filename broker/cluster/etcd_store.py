@@ -39,6 +39,7 @@ from broker.producer_ids import BLOCK_SIZE
 from broker.shutdown import within
 from storage.catalog import TopicMetadata
 from storage.errors import TopicExists, UnknownTopic
+from storage.log_manager import CREATE_STEP
 from storage.files import decode_uuid, encode_uuid, random_uuid
 
 from . import client_security
@@ -96,6 +97,7 @@ class EtcdMetadataStore(MetadataStore):
         broker.replicas.fetchers = ReplicaFetcherManager(broker)
         self._tasks: list[asyncio.Task] = []
         self._creating: set[str] = set()
+        self._following: set[str] = set()  # topics whose local logs a task is making etcd's (_follow_topic)
         self._reserving: asyncio.Future | None = None
         self.revision = 0
         self.security: ClusterSecurity | None = None
@@ -340,35 +342,84 @@ class EtcdMetadataStore(MetadataStore):
         self.controller.brokers_changed()
 
     def _apply_topic(self, name: str, value: bytes | None) -> None:
-        logs = self.broker.logs
         if value is None:
             gone = self.topics.pop(name, None)
             for p in range(gone.num_partitions if gone else 0):
                 self.cache.partitions.pop((name, p), None)
                 self.broker.replicas.apply_state(name, p, None)
-            if logs.topic(name) is not None:
-                logs.delete_topic(name)
-                log.info("deleted topic %s", name)
+        else:
+            d = json.loads(value)
+            self.topics[name] = TopicMetadata(name, decode_uuid(d["topic_id"]), int(d["partitions"]),
+                                              dict(d["configs"]))
+        self._follow_topic(name)
+
+    def _follow_topic(self, name: str) -> None:
+        """Make this broker's logs of topic ``name`` etcd's: at once when a few partitions' files are made or
+        removed, else in steps by a task -- thousands take seconds of disk work, during which the event loop
+        keeps serving (and keeps the session: a stall of the session timeout would end it)."""
+        if name in self._following:
+            return  # the task under way looks again when it is done
+        local, topic = self.broker.logs.topic(name), self.topics.get(name)
+        work = topic.num_partitions if topic is not None else 0
+        if local is not None:
+            work = local.num_partitions if topic is None or local.topic_id != topic.topic_id else \
+                work - local.num_partitions
+        if work <= CREATE_STEP:
+            for steps in self._topic_steps(name):
+                for _ in steps:
+                    pass
             return
-        d = json.loads(value)
-        topic = TopicMetadata(name, decode_uuid(d["topic_id"]), int(d["partitions"]), dict(d["configs"]))
-        self.topics[name] = topic
-        local = logs.topic(name)
-        if local is not None and local.topic_id != topic.topic_id:
-            log.warning("local topic %s has id %s, the cluster's has %s: replacing it", name, local.topic_id,
-                        topic.topic_id)
-            logs.delete_topic(name)
+        self._following.add(name)
+        self.broker.supervisor.spawn(self._follow_in_steps(name))
+
+    async def _follow_in_steps(self, name: str) -> None:
+        from broker.broker import in_steps  # (broker.broker imports the stores)
+
+        try:
+            while True:
+                for steps in self._topic_steps(name):
+                    await in_steps(steps)
+                local, topic = self.broker.logs.topic(name), self.topics.get(name)
+                if (local is None and topic is None) or (local is not None and topic is not None and local.topic_id
+                                                         == topic.topic_id and local.num_partitions >= topic.num_partitions):
+                    return
+        except Exception as exc:  # a full disk: the next change of the topic, or a restart, tries again
+            log.error("could not make topic %s's local logs the cluster's: %s", name, exc)
+        finally:
+            self._following.discard(name)
+
+    def _topic_steps(self, name: str):
+        """LogManager's step generators that make the local topic etcd's, one after the other, then one that
+        applies the partition states that arrived before their logs."""
+        logs = self.broker.logs
+        local, topic = logs.topic(name), self.topics.get(name)
+        if local is not None and (topic is None or local.topic_id != topic.topic_id):
+            if topic is None:
+                log.info("deleted topic %s", name)
+            else:
+                log.warning("local topic %s has id %s, the cluster's has %s: replacing it", name, local.topic_id,
+                            topic.topic_id)
+            yield logs.delete_topic_steps(name)
             local = None
+        if topic is None:
+            return
         if local is None:
-            logs.create_topic(name, topic.num_partitions, topic.configs, topic_id=topic.topic_id)
+            yield logs.create_topic_steps(name, topic.num_partitions, topic.configs, topic_id=topic.topic_id)
         else:
             self.configs.apply_topic_configs(name, topic.configs)
             if local.num_partitions < topic.num_partitions:
-                logs.add_partitions(name, topic.num_partitions)
-        for p in range(topic.num_partitions):  # states that arrived before their topic
+                yield logs.add_partitions_steps(name, topic.num_partitions)
+        yield self._apply_states_steps(name, topic.num_partitions)
+
+    def _apply_states_steps(self, name: str, partitions: int):
+        """Apply the partitions' states, yielding every CREATE_STEP (each leadership taken writes its
+        leader-epoch checkpoint)."""
+        for p in range(partitions):
             state = self.cache.partition_state(name, p)
             if state is not None:
                 self.broker.replicas.apply_state(name, p, state)
+            if p % CREATE_STEP == CREATE_STEP - 1:
+                yield
 
     def _drop_deleted_topics(self) -> None:
         """Topics deleted while this broker was away."""
@@ -435,8 +486,10 @@ class EtcdMetadataStore(MetadataStore):
         topic = {"topic_id": encode_uuid(topic_id), "partitions": len(assignment), "configs": configs}
         absent = self.client.transactions.version(self.key("topics", name)) == 0
         await self._write_topic(name, topic, assignment, absent, TopicExists(f"topic {name!r} already exists"))
-        log.info("created topic %s: %s", name, {p: r for p, r in sorted(assignment.items())})
-        return await self._wait_local(name, len(assignment))
+        log.info("created topic %s: %d partition(s), first %s", name, len(assignment),
+                 {p: r for p, r in sorted(assignment.items())[:5]})
+        # thousands of partitions' logs may take longer here: etcd has the topic, and so has the answer
+        return await self._wait_local(name, len(assignment)) or TopicMetadata(name, topic_id, len(assignment), configs)
 
     async def _write_topic(self, name: str, topic: dict, assignment: dict[int, list[int]], guard,
                            conflict: Exception) -> None:
