@@ -29,6 +29,8 @@ from typing import Awaitable, Callable, Union
 from broker.coordinator_partitions import OwnedPartitions, Pending, then
 from broker.errors import ErrorCode
 
+from . import consumer_records
+from .consumer_coordinator import ConsumerGroupCoordinator
 from .manager import OFFSETS_TOPIC, GroupMetadataManager
 from .metadata import (
     CONSUMER_PROTOCOL_TYPE,
@@ -40,6 +42,7 @@ from .metadata import (
     SyncGroupResult,
     TopicPartition,
     UNKNOWN_MEMBER_ID,
+    call_later as _call_later,
     now_ms,
 )
 
@@ -54,10 +57,6 @@ EMPTY = GroupState.EMPTY
 log = logging.getLogger("moldau.group")
 
 PendingResults = Union[dict[TopicPartition, ErrorCode], Awaitable[dict[TopicPartition, ErrorCode]]]
-
-
-def _call_later(delay_ms: int, callback, *args) -> asyncio.TimerHandle:
-    return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback, *args)
 
 
 def _cancel(timer: asyncio.TimerHandle | None) -> None:
@@ -90,6 +89,7 @@ class GroupCoordinator:
         self.groups: dict[str, GroupMetadata] = {}
         self.partitions = OwnedPartitions(OFFSETS_TOPIC)
         self._retention_timer: asyncio.TimerHandle | None = None
+        self.consumer = ConsumerGroupCoordinator(self)  # KIP-848 groups, kept in the same groups
 
     def start(self) -> None:
         """Arm the offset retention check (on the running loop)."""
@@ -105,6 +105,8 @@ class GroupCoordinator:
             self.groups[group.group_id] = group
             for member in group.members.values():  # each gets a session timeout from now to find us
                 self._schedule_session_timeout(group, member)
+            if group.consumer is not None:
+                self.consumer.loaded(group)
 
     def on_resignation(self, partition: int) -> None:
         """Another broker leads the partition now: its groups are its coordinator's."""
@@ -143,9 +145,14 @@ class GroupCoordinator:
             error = ErrorCode.INVALID_SESSION_TIMEOUT
         elif group is None and joining.member_id != UNKNOWN_MEMBER_ID:
             error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif group is not None and group.consumer is not None and not group.is_empty():
+            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # a consumer-protocol group (no online migration)
         else:
             if group is None:
                 group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
+            if group.consumer is not None:  # an empty consumer-protocol group becomes a classic one
+                self.manager.store_records(group_id, consumer_records.group_tombstones(group_id))
+                group.consumer = None
             if group.supports_protocols(joining.protocol_type, joining.protocols):
                 future = asyncio.get_running_loop().create_future()
                 if joining.member_id == UNKNOWN_MEMBER_ID:
@@ -470,7 +477,9 @@ class GroupCoordinator:
             if generation_id >= 0:
                 return dict.fromkeys(offsets, ErrorCode.GROUP_ID_NOT_FOUND)
             group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
-        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
+        if group.consumer is not None:
+            error = self.consumer.commit_error(group.consumer, member_id, generation_id)
+        elif generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
             error = _check_member(group, member_id, instance_id, generation_id)
         else:
             error = ErrorCode.NONE if group.is_in(EMPTY) else ErrorCode.UNKNOWN_MEMBER_ID
@@ -494,7 +503,12 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
-        if group.is_static_member_fenced(instance_id, member_id):
+        if group.consumer is not None and (member_id != UNKNOWN_MEMBER_ID or generation_id >= 0):
+            error = self.consumer.commit_error(group.consumer, member_id, generation_id)
+            if error == ErrorCode.NONE:
+                return self._store(offsets, lambda valid: self.manager.store_txn_offsets(
+                    group, producer_id, producer_epoch, valid))
+        elif group.is_static_member_fenced(instance_id, member_id):
             error = ErrorCode.FENCED_INSTANCE_ID
         elif member_id != UNKNOWN_MEMBER_ID and member_id not in group.members:
             error = ErrorCode.UNKNOWN_MEMBER_ID
@@ -554,9 +568,14 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        if not group.is_in(EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        if not group.is_empty() and group.protocol_type != CONSUMER_PROTOCOL_TYPE and group.consumer is None:
             return ErrorCode.NON_EMPTY_GROUP, {}
-        in_use = set() if group.is_in(EMPTY) else {tp for tp in partitions if group.is_subscribed_to(tp[0])}
+        if group.is_empty():
+            in_use = set()
+        elif group.consumer is not None:
+            in_use = {tp for tp in partitions if tp[0] in group.consumer.subscription_metadata}
+        else:
+            in_use = {tp for tp in partitions if group.is_subscribed_to(tp[0])}
         deletable = [tp for tp in partitions if tp not in in_use]
         error = self.manager.remove(group, [tp for tp in deletable if tp in group.offsets], group_tombstone=False)
         results = dict.fromkeys(deletable, error)
@@ -573,7 +592,7 @@ class GroupCoordinator:
                 results[group_id] = error
             elif group is None:
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
-            elif not group.is_in(EMPTY):
+            elif not group.is_empty():
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
                 error = self.manager.remove(group, list(group.offsets), group_tombstone=True)
@@ -588,6 +607,8 @@ class GroupCoordinator:
         for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
             _cancel(timer)
         group.pending_members.clear()
+        if group.consumer is not None:
+            self.consumer.unloaded(group)
         del self.groups[group.group_id]
 
     # ---- offset retention -----------------------------------------------------------------
@@ -602,7 +623,7 @@ class GroupCoordinator:
         expired_total = 0
         for group in list(self.groups.values()):
             expired = group.expired_offsets(now, retention_ms)
-            dead = (group.is_in(EMPTY) and len(expired) == len(group.offsets)
+            dead = (group.is_empty() and len(expired) == len(group.offsets)
                     and not group.pending_members and not group.pending_txn_offsets)
             if not (expired or dead):
                 continue
