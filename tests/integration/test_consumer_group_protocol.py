@@ -1,0 +1,192 @@
+"""KIP-848 consumer groups (group.protocol=consumer) with confluent-kafka against a real broker.
+
+The broker assigns (uniform assignor), members reconcile on their heartbeats, and
+every change is in __consumer_offsets as Kafka's consumer group records: a
+restarted broker resumes the group where it was.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from confluent_kafka import Producer
+
+from helpers.consumer_protocol import CONSUMER_GROUPS, Member, consumed, largest_gap
+from helpers.groups import wait_until
+from helpers.kafka import COMMON, create_topic
+from helpers.wire import WireClient
+
+
+@pytest.fixture
+def member():
+    """Factory of started Members; any still running at the end are stopped (closed)."""
+    started: list[Member] = []
+
+    def _member(*args, **kwargs) -> Member:
+        m = Member(*args, **kwargs)
+        started.append(m)
+        m.start()
+        return m
+
+    yield _member
+    for m in started:
+        if m.is_alive():
+            m.stop()
+
+
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0) -> None:
+    p = Producer({**COMMON, "bootstrap.servers": bootstrap})
+    for i in range(start, start + per_partition):
+        for part in range(partitions):
+            p.produce(topic, value=f"{part}-{i}".encode(), partition=part)
+    assert p.flush(30) == 0
+
+
+def describe(port: int, group: str) -> dict:
+    with WireClient(port) as c:
+        return c.request("ConsumerGroupDescribe", 0, {"group_ids": [group], "include_authorized_operations": False}
+                         )["groups"][0]
+
+
+def list_groups(port: int, **filters) -> list[dict]:
+    with WireClient(port) as c:
+        return c.request("ListGroups", 5, {"states_filter": filters.get("states", []),
+                                           "types_filter": filters.get("types", [])})["groups"]
+
+
+def test_two_members_share_a_topic_commit_and_resume(start_broker, member):
+    b = start_broker(CONSUMER_GROUPS)
+    create_topic(b.bootstrap, "shared", 6)
+    produce(b.bootstrap, "shared", 6, 50)
+    m1, m2 = member(b.bootstrap, "g-share", ["shared"]), member(b.bootstrap, "g-share", ["shared"])
+    every = {("shared", p) for p in range(6)}
+    wait_until(lambda: m1.snapshot()[0] and m2.snapshot()[0] and m1.snapshot()[0] | m2.snapshot()[0] == every
+               and not m1.snapshot()[0] & m2.snapshot()[0], 60, "both members to own a share of the partitions")
+    wait_until(lambda: len(set(consumed(m1, m2))) == 300, 60, "every message consumed")
+    wait_until(lambda: sum(max(m1.snapshot()[2].get(tp, 0), m2.snapshot()[2].get(tp, 0)) for tp in every) == 300,
+               30, f"every message committed ({m1.errors[:3]}, {m2.errors[:3]})")
+    assert len(consumed(m1, m2)) == 300, "a message was consumed twice"
+
+    group = describe(b.port, "g-share")
+    assert group["error_code"] == 0 and group["group_state"] == "Stable", group
+    assert {m["member_epoch"] for m in group["members"]} == {group["assignment_epoch"]}
+    owned = [(t["topic_name"], p) for m in group["members"] for t in m["assignment"]["topic_partitions"]
+             for p in t["partitions"]]
+    assert sorted(owned) == sorted(every)  # each partition owned once
+    listed = {g["group_id"]: g for g in list_groups(b.port, types=["consumer"])}
+    assert listed["g-share"]["group_type"] == "consumer" and listed["g-share"]["group_state"] == "Stable"
+    assert "g-share" not in {g["group_id"] for g in list_groups(b.port, types=["classic"])}
+
+    m1.stop(); m2.stop()
+    produce(b.bootstrap, "shared", 6, 10, start=50)
+    m3 = member(b.bootstrap, "g-share", ["shared"])
+    wait_until(lambda: len(consumed(m3)) >= 60, 60, "the new messages consumed after the restart")
+    time.sleep(1)
+    assert sorted(o for _, _, o in consumed(m3)) == sorted(list(range(50, 60)) * 6), "resumed elsewhere"
+    m3.stop()
+
+
+def test_join_and_leave_move_only_what_must_move(start_broker, member):
+    b = start_broker(CONSUMER_GROUPS)
+    create_topic(b.bootstrap, "flow", 4)
+    stop = threading.Event()
+
+    def keep_producing():
+        p = Producer({**COMMON, "bootstrap.servers": b.bootstrap, "linger.ms": 5})
+        while not stop.is_set():
+            for part in range(4):
+                p.produce("flow", value=b"x", partition=part)
+            p.poll(0)
+            time.sleep(0.05)
+        p.flush(10)
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    m1 = member(b.bootstrap, "g-flow", ["flow"], commit=False)
+    wait_until(lambda: len(m1.snapshot()[0]) == 4 and len(consumed(m1)) > 40, 60, "the first member to own all four")
+    joined_at = time.monotonic()
+    m2 = member(b.bootstrap, "g-flow", ["flow"], commit=False)
+    wait_until(lambda: len(m2.snapshot()[0]) == 2 and len(m1.snapshot()[0]) == 2, 60, "the second member's share")
+    time.sleep(2)
+    kept = m1.snapshot()[0]
+    # only what moved was revoked; the partitions m1 kept never stopped
+    assert m1.revoked() == m2.snapshot()[0]
+    gap = largest_gap(m1, kept, joined_at, time.monotonic())
+    assert gap < 3.0, f"the staying member paused {gap:.1f}s while another joined"
+
+    left_at = time.monotonic()
+    m2.stop()
+    wait_until(lambda: len(m1.snapshot()[0]) == 4, 60, "the leaver's partitions back at the first member")
+    time.sleep(2)
+    assert not kept & m1.revoked(), "a partition the staying member kept was revoked"
+    gap = largest_gap(m1, kept, left_at, time.monotonic())
+    assert gap < 3.0, f"the staying member paused {gap:.1f}s while another left"
+    stop.set()
+    producer.join(15)
+    m1.stop()
+
+
+def test_regex_subscription_picks_up_a_new_topic(start_broker, member):
+    b = start_broker(CONSUMER_GROUPS)
+    create_topic(b.bootstrap, "rx-first", 2)
+    create_topic(b.bootstrap, "other", 1)
+    produce(b.bootstrap, "rx-first", 2, 5)
+    produce(b.bootstrap, "other", 1, 5)
+    m = member(b.bootstrap, "g-regex", ["^rx-.*"], commit=False)
+    wait_until(lambda: len(consumed(m)) == 10, 60, "the matching topic consumed")
+    create_topic(b.bootstrap, "rx-later", 3)
+    produce(b.bootstrap, "rx-later", 3, 4)
+    wait_until(lambda: sum(t == "rx-later" for t, _, _ in consumed(m)) == 12, 60, "the topic created later consumed")
+    assert {t for t, _, _ in consumed(m)} == {"rx-first", "rx-later"}
+    described = describe(b.port, "g-regex")["members"][0]
+    assert "^rx-.*" in described["subscribed_topic_regex"]  # (librdkafka sends it as "(^rx-.*)")
+    m.stop()
+
+
+def test_static_member_restarts_without_reassignment(start_broker, member):
+    b = start_broker(CONSUMER_GROUPS)
+    create_topic(b.bootstrap, "static", 4)
+    m1 = member(b.bootstrap, "g-static", ["static"], commit=False, group_instance_id="i-1")
+    m2 = member(b.bootstrap, "g-static", ["static"], commit=False, group_instance_id="i-2")
+    wait_until(lambda: len(m1.snapshot()[0]) == 2 and len(m2.snapshot()[0]) == 2, 60, "two partitions each")
+    time.sleep(1)
+    before = describe(b.port, "g-static")
+    owned_by_1, events_2 = m1.snapshot()[0], len(m2.events)
+    m1.stop()  # a static member leaves for now (epoch -2): its partitions wait for it
+    m1b = member(b.bootstrap, "g-static", ["static"], commit=False, group_instance_id="i-1")
+    wait_until(lambda: m1b.snapshot()[0] == owned_by_1, 30, "the restarted static member's partitions")
+    time.sleep(2)
+    after = describe(b.port, "g-static")
+    assert after["group_epoch"] == before["group_epoch"], "the group rebalanced for a static member's restart"
+    assert len(m2.events) == events_2, "the other member's assignment moved"
+    assert sorted(m["instance_id"] for m in after["members"]) == ["i-1", "i-2"]
+    m1b.stop(); m2.stop()
+
+
+def test_broker_killed_resumes_the_group_with_nothing_committed_lost(start_broker, member):
+    b = start_broker(CONSUMER_GROUPS)
+    create_topic(b.bootstrap, "durable", 4)
+    produce(b.bootstrap, "durable", 4, 40)
+    m1, m2 = member(b.bootstrap, "g-kill", ["durable"]), member(b.bootstrap, "g-kill", ["durable"])
+    wait_until(lambda: len(consumed(m1, m2)) >= 60, 60, "some messages consumed")
+    before = describe(b.port, "g-kill")
+    b.kill()
+    killed_at = time.monotonic()
+    committed = {**m1.snapshot()[2]}
+    for tp, offset in m2.snapshot()[2].items():
+        committed[tp] = max(committed.get(tp, 0), offset)
+    b.restart()
+    produce(b.bootstrap, "durable", 4, 10, start=40)
+    wait_until(lambda: {(t, p, o) for t, p, o in consumed(m1, m2)} >= {("durable", p, o) for p in range(4)
+                                                                       for o in range(50)}, 90, "everything consumed")
+    again = [(t, p, o) for m in (m1, m2) for when, t, p, o in m.snapshot()[1]
+             if when > killed_at and o < committed.get((t, p), 0)]
+    assert not again, f"consumed again after it was committed: {again[:5]}"
+    after = describe(b.port, "g-kill")
+    # loaded from __consumer_offsets: the same members at the same group epoch, nobody had to rejoin
+    assert after["group_epoch"] == before["group_epoch"], (before, after)
+    assert sorted(m["member_id"] for m in after["members"]) == sorted(m["member_id"] for m in before["members"])
+    m1.stop(); m2.stop()
