@@ -10,9 +10,10 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from helpers.kafka import COMMON
+from helpers.wire import WireClient
 
 # heartbeats twice a second and sessions of 6 s: reconciliation and fencing in test time
 CONSUMER_GROUPS = {"group.consumer.heartbeat.interval.ms": 500, "group.consumer.session.timeout.ms": 6000}
@@ -95,3 +96,23 @@ def largest_gap(member: Member, partitions: set, start: float, end: float) -> fl
     times = sorted(t for t, topic, p, _ in member.snapshot()[1] if (topic, p) in partitions and start <= t <= end)
     points = [start, *times, end]
     return max(b - a for a, b in zip(points, points[1:]))
+
+
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0) -> None:
+    p = Producer({**COMMON, "bootstrap.servers": bootstrap})
+    for i in range(start, start + per_partition):
+        for part in range(partitions):
+            p.produce(topic, value=f"{part}-{i}".encode(), partition=part)
+    assert p.flush(30) == 0
+
+
+def describe(port: int, group: str) -> dict:
+    with WireClient(port) as c:
+        return c.request("ConsumerGroupDescribe", 0, {"group_ids": [group], "include_authorized_operations": False}
+                         )["groups"][0]
+
+
+def list_groups(port: int, **filters) -> list[dict]:
+    with WireClient(port) as c:
+        return c.request("ListGroups", 5, {"states_filter": filters.get("states", []),
+                                           "types_filter": filters.get("types", [])})["groups"]

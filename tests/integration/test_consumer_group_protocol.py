@@ -14,10 +14,9 @@ import pytest
 
 from confluent_kafka import Producer
 
-from helpers.consumer_protocol import CONSUMER_GROUPS, Member, consumed, largest_gap
+from helpers.consumer_protocol import CONSUMER_GROUPS, Member, consumed, describe, largest_gap, list_groups, produce
 from helpers.groups import wait_until
 from helpers.kafka import COMMON, create_topic
-from helpers.wire import WireClient
 
 
 @pytest.fixture
@@ -35,26 +34,6 @@ def member():
     for m in started:
         if m.is_alive():
             m.stop()
-
-
-def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0) -> None:
-    p = Producer({**COMMON, "bootstrap.servers": bootstrap})
-    for i in range(start, start + per_partition):
-        for part in range(partitions):
-            p.produce(topic, value=f"{part}-{i}".encode(), partition=part)
-    assert p.flush(30) == 0
-
-
-def describe(port: int, group: str) -> dict:
-    with WireClient(port) as c:
-        return c.request("ConsumerGroupDescribe", 0, {"group_ids": [group], "include_authorized_operations": False}
-                         )["groups"][0]
-
-
-def list_groups(port: int, **filters) -> list[dict]:
-    with WireClient(port) as c:
-        return c.request("ListGroups", 5, {"states_filter": filters.get("states", []),
-                                           "types_filter": filters.get("types", [])})["groups"]
 
 
 def test_two_members_share_a_topic_commit_and_resume(start_broker, member):
