@@ -17,6 +17,7 @@ from confluent_kafka import Producer
 from helpers.consumer_protocol import CONSUMER_GROUPS, Member, consumed, describe, largest_gap, list_groups, produce
 from helpers.groups import wait_until
 from helpers.kafka import COMMON, create_topic
+from helpers.wire import WireClient
 
 
 @pytest.fixture
@@ -169,3 +170,69 @@ def test_broker_killed_resumes_the_group_with_nothing_committed_lost(start_broke
     assert after["group_epoch"] == before["group_epoch"], (before, after)
     assert sorted(m["member_id"] for m in after["members"]) == sorted(m["member_id"] for m in before["members"])
     m1.stop(); m2.stop()
+
+
+def heartbeat(c: WireClient, group: str, member_id: str, epoch: int, *, topics=None, owned=None, version: int = 1,
+              instance_id=None, assignor=None, regex=None) -> dict:
+    return c.request("ConsumerGroupHeartbeat", version, {
+        "group_id": group, "member_id": member_id, "member_epoch": epoch, "instance_id": instance_id,
+        "rack_id": None, "rebalance_timeout_ms": 30000 if epoch == 0 else -1, "subscribed_topic_names": topics,
+        "subscribed_topic_regex": regex, "server_assignor": assignor, "topic_partitions": owned,
+    })
+
+
+def test_epochs_on_the_wire(start_broker):
+    """What clients hide: member epochs checked by heartbeats, commits and fetches; the range assignor."""
+    b = start_broker(CONSUMER_GROUPS)
+    create_topic(b.bootstrap, "wire", 4)
+    with WireClient(b.port) as c:
+        topic_id = c.request("Metadata", 12, {"topics": [{"topic_id": None, "name": "wire"}],
+                                              "allow_auto_topic_creation": False,
+                                              "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+        assert heartbeat(c, "g-wire", "m-1", 0, topics=["wire"], owned=[], assignor="sticky")["error_code"] == 112
+        assert heartbeat(c, "g-wire", "", 0, topics=["wire"], owned=[])["error_code"] == 42  # v1: the client's id
+        assert heartbeat(c, "g-wire", "m-1", 0, topics=["wire"], owned=[], regex="(")["error_code"] == 128
+        first = heartbeat(c, "g-wire", "m-1", 0, topics=["wire"], owned=[], assignor="range")
+        assert first["error_code"] == 0 and first["member_epoch"] == 1, first
+        assert first["assignment"]["topic_partitions"] == [{"topic_id": topic_id, "partitions": [0, 1, 2, 3]}]
+        second = heartbeat(c, "g-wire", "m-2", 0, topics=["wire"], owned=[], assignor="range")
+        assert second["member_epoch"] == 2 and second["assignment"]["topic_partitions"] == []  # held by m-1 still
+        # m-1 is told to give up 2 and 3 (range: m-1 keeps the first half), at its epoch
+        revoke = heartbeat(c, "g-wire", "m-1", 1)
+        assert revoke["member_epoch"] == 1
+        assert revoke["assignment"]["topic_partitions"] == [{"topic_id": topic_id, "partitions": [0, 1]}]
+        assert heartbeat(c, "g-wire", "m-1", 5)["error_code"] == 110  # FENCED_MEMBER_EPOCH
+        assert heartbeat(c, "g-wire", "nobody", 3)["error_code"] == 25  # UNKNOWN_MEMBER_ID
+
+        def commit(member_id, epoch):
+            return c.request("OffsetCommit", 9, {
+                "group_id": "g-wire", "generation_id_or_member_epoch": epoch, "member_id": member_id,
+                "group_instance_id": None, "retention_time_ms": -1,
+                "topics": [{"name": "wire", "partitions": [{"partition_index": 0, "committed_offset": 7,
+                                                            "committed_leader_epoch": -1,
+                                                            "committed_metadata": None}]}],
+            })["topics"][0]["partitions"][0]["error_code"]
+
+        assert commit("m-1", 1) == 0
+        assert commit("m-1", 0) == 113  # STALE_MEMBER_EPOCH
+        assert commit("", -1) == 25  # a simple commit to a group with members
+
+        def fetch(member_id, epoch):
+            return c.request("OffsetFetch", 9, {"groups": [{"group_id": "g-wire", "member_id": member_id,
+                                                            "member_epoch": epoch, "topics": None}],
+                                                "require_stable": False})["groups"][0]
+
+        assert fetch("m-1", 1)["topics"][0]["partitions"][0]["committed_offset"] == 7
+        assert fetch("m-1", 4)["error_code"] == 113
+        assert fetch(None, -1)["error_code"] == 0  # an admin's fetch
+
+        done = heartbeat(c, "g-wire", "m-1", 1, owned=[{"topic_id": topic_id, "partitions": [0, 1]}])
+        assert done["member_epoch"] == 2
+        taken = heartbeat(c, "g-wire", "m-2", 2)
+        assert taken["assignment"]["topic_partitions"] == [{"topic_id": topic_id, "partitions": [2, 3]}]
+        group = describe(b.port, "g-wire")
+        assert group["group_state"] == "Stable" and group["assignor_name"] == "range", group
+        assert heartbeat(c, "g-wire", "m-2", -1)["member_epoch"] == -1
+        assert heartbeat(c, "g-wire", "m-1", 2)["member_epoch"] == 3  # the leaver's partitions, at a new epoch
+        assert c.request("DescribeGroups", 5, {"groups": ["g-wire"], "include_authorized_operations": False}
+                         )["groups"][0]["group_state"] == "Dead"
