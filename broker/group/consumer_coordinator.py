@@ -18,7 +18,6 @@ revoked in time) fence the member: it is removed and the group epoch bumped.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import uuid
@@ -26,6 +25,7 @@ from collections import Counter
 
 from broker.coordinator_partitions import Pending, then
 from broker.errors import ErrorCode
+from broker.record_fields import RecordFormatError
 
 from . import consumer_records as records
 from .assignors import ASSIGNORS, Assignment, AssignmentSpec
@@ -39,7 +39,15 @@ from .consumer_group import (
     MemberState,
     reconcile,
 )
-from .metadata import GroupMetadata, call_later as _call_later, now_ms
+from .consumer_protocol import encode_assignment, parse_assignment, parse_subscription
+from .metadata import (
+    CONSUMER_PROTOCOL_TYPE,
+    GroupMetadata,
+    JoinGroupResult,
+    SyncGroupResult,
+    call_later as _call_later,
+    now_ms,
+)
 
 log = logging.getLogger("moldau.group")
 
@@ -96,8 +104,26 @@ class ConsumerGroupCoordinator:
             member.subscribed_topic_names = tuple(sorted(set(request["subscribed_topic_names"])))
         if request.get("subscribed_topic_regex") is not None:
             member.subscribed_topic_regex = request["subscribed_topic_regex"] or None
-        if member.subscribed_topic_regex is not None:
-            _compile(member.subscribed_topic_regex)
+        member.classic_session_timeout_ms = member.classic_protocols = None
+        assigned_before = member.assigned
+        owned = None if request["topic_partitions"] is None else records.assignment_of(request["topic_partitions"])
+        self._update(holder, member, old, owned, batch)
+        response = {
+            "throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": member.member_id,
+            "member_epoch": member.member_epoch,
+            "heartbeat_interval_ms": self.config["group.consumer.heartbeat.interval.ms"], "assignment": None,
+        }
+        full = epoch == 0 or (request["rebalance_timeout_ms"] != -1 and request["subscribed_topic_names"] is not None
+                              and request["topic_partitions"] is not None)
+        if full or member.assigned != assigned_before:
+            response["assignment"] = {"topic_partitions": records.wire(member.assigned)}
+        return response, batch
+
+    def _update(self, holder: GroupMetadata, member: ConsumerMember, old: tuple | None, owned: Assignment | None,
+                batch: list) -> None:
+        """Steps 2-4 of a heartbeat (or a classic member's JoinGroup) once the member's fields are updated:
+        ``old`` is its (metadata, subscription) before, None if it is new."""
+        group_id, group = holder.group_id, holder.consumer
         if old is None or member.metadata() != old[0]:
             batch.append(records.member_metadata(group_id, member))
         bump = old is None and member.member_id not in group.members or old is not None and member.subscription() != old[1]
@@ -110,20 +136,8 @@ class ConsumerGroupCoordinator:
             log.info("group %s: epoch %d", group_id, group.group_epoch)
         if group.group_epoch > group.assignment_epoch:
             self._assign(group_id, group, batch)
-        assigned_before = member.assigned
-        owned = None if request["topic_partitions"] is None else records.assignment_of(request["topic_partitions"])
         self._reconcile(group_id, group, member, owned, batch)
         self._schedule_session_timeout(holder, member)
-        response = {
-            "throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": member.member_id,
-            "member_epoch": member.member_epoch,
-            "heartbeat_interval_ms": self.config["group.consumer.heartbeat.interval.ms"], "assignment": None,
-        }
-        full = epoch == 0 or (request["rebalance_timeout_ms"] != -1 and request["subscribed_topic_names"] is not None
-                              and request["topic_partitions"] is not None)
-        if full or member.assigned != assigned_before:
-            response["assignment"] = {"topic_partitions": records.wire(member.assigned)}
-        return response, batch
 
     def _group(self, group_id: str, create: bool) -> tuple[GroupMetadata, list]:
         """The group (created or converted from an empty classic group if ``create``) and the records
@@ -132,8 +146,9 @@ class ConsumerGroupCoordinator:
         batch: list = []
         if holder is not None and holder.consumer is not None:
             return holder, batch
-        if holder is not None and not holder.is_empty():
-            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a consumer group")
+        if holder is not None and not holder.is_empty() and create:
+            self._upgrade(holder, batch)
+            return holder, batch
         if not create:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID)
         if holder is None:
@@ -215,10 +230,14 @@ class ConsumerGroupCoordinator:
             names |= {t for t in self.logs.topics if not t.startswith("__") and any(r.fullmatch(t) for r in regexes)}
         return names
 
+    def _assignor(self, group: ConsumerGroup) -> str:
+        """The assignor most members name, else the first of group.consumer.assignors."""
+        votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+        return votes.most_common(1)[0][0] if votes else self.assignors[0]
+
     def _assign(self, group_id: str, group: ConsumerGroup, batch: list) -> None:
         """A new target assignment for the group epoch; the members whose target changed are written."""
-        votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
-        name = votes.most_common(1)[0][0] if votes else self.assignors[0]
+        name = self._assignor(group)
         spec = AssignmentSpec(group.subscription_metadata,
                               {m.member_id: self._subscribed_topics(group, m) & group.subscription_metadata.keys()
                                for m in group.members.values()},
@@ -304,8 +323,8 @@ class ConsumerGroupCoordinator:
     def _schedule_session_timeout(self, holder: GroupMetadata, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
-        member.session_timer = _call_later(self.config["group.consumer.session.timeout.ms"], self._on_session_timeout,
-                                           holder.group_id, member)
+        timeout = member.classic_session_timeout_ms or self.config["group.consumer.session.timeout.ms"]
+        member.session_timer = _call_later(timeout, self._on_session_timeout, holder.group_id, member)
 
     def _on_session_timeout(self, group_id: str, member: ConsumerMember) -> None:
         member.session_timer = None
@@ -315,6 +334,159 @@ class ConsumerGroupCoordinator:
         member.rebalance_timer = None
         if member.member_epoch == epoch and member.state == MemberState.UNREVOKED_PARTITIONS:
             self._fence_later(group_id, member, f"it did not revoke its partitions within {member.rebalance_timeout_ms} ms")
+
+    # ---- classic members: online upgrade and the JoinGroup/SyncGroup bridge ---------------
+
+    def _upgrade(self, holder: GroupMetadata, batch: list) -> None:
+        """A classic group with members, joined by a consumer-protocol member (Kafka 4's online upgrade): it
+        becomes a consumer group at its generation, its members keep their assignments (the target, for now)
+        and go on through JoinGroup, SyncGroup and Heartbeat."""
+        group_id = holder.group_id
+        if holder.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a consumer group")
+        try:
+            parsed = [(m, parse_subscription(m.metadata(holder.protocol_name)), parse_assignment(m.assignment))
+                      for m in holder.members.values()]
+        except RecordFormatError:
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                 f"group {group_id}: a member's embedded consumer protocol is malformed") from None
+        if len(parsed) >= self.config["group.consumer.max.size"]:
+            raise HeartbeatError(ErrorCode.GROUP_MAX_SIZE_REACHED)
+        generation = holder.generation_id
+        self.coordinator.hand_over(holder)
+        group = holder.consumer = ConsumerGroup()
+        group.group_epoch = group.assignment_epoch = generation
+        batch.extend(self.coordinator.manager.classic_group_tombstone(group_id))
+        batch.append(records.group_epoch(group_id, generation))
+        for m, subscription, assigned in parsed:
+            member = ConsumerMember(
+                m.member_id, m.group_instance_id, subscription.rack_id, m.client_id, m.client_host,
+                tuple(sorted(set(subscription.topics))), None, m.rebalance_timeout_ms, None, generation, generation,
+                MemberState.STABLE, self._ids(assigned), EMPTY_ASSIGNMENT, m.session_timeout_ms, list(m.protocols))
+            group.add(member)
+            group.target[member.member_id] = member.assigned
+            batch += [records.member_metadata(group_id, member),
+                      records.target_assignment(group_id, member.member_id, member.assigned),
+                      records.current_assignment(group_id, member)]
+            self._schedule_session_timeout(holder, member)
+        batch.append(records.assignment_epoch(group_id, generation))
+        group.subscription_metadata = self._subscription_metadata(group)
+        log.info("group %s: upgraded from the classic protocol at generation %d with %d members", group_id,
+                 generation, len(group.members))
+
+    def classic_join(self, holder: GroupMetadata, joining, require_known_member_id: bool):
+        """A classic member's JoinGroup to a consumer group: a JoinGroupResult with its member epoch as the
+        generation (once its records are committed); its partitions come with SyncGroup."""
+        group, group_id = holder.consumer, holder.group_id
+        if joining.protocol_type != CONSUMER_PROTOCOL_TYPE or not joining.protocols:
+            return JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, joining.member_id)
+        try:
+            subscription = parse_subscription(joining.protocols[0][1])
+        except RecordFormatError:
+            return JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, joining.member_id)
+        member_id, instance_id = joining.member_id, joining.group_instance_id
+        if not member_id:
+            member_id = f"{instance_id or joining.client_id}-{uuid.uuid4()}"
+            if instance_id is None and require_known_member_id:
+                return JoinGroupResult(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        batch: list = []
+        static = group.members.get(group.static_members.get(instance_id, "")) if instance_id is not None else None
+        if static is not None and static.member_id != member_id:
+            if joining.member_id:
+                return JoinGroupResult(ErrorCode.FENCED_INSTANCE_ID, member_id)
+            member, old = self._replace_static(group_id, group, static, member_id, batch), None
+        else:
+            member = group.members.get(member_id)
+            if member is None and len(group.members) >= self.config["group.consumer.max.size"]:
+                return JoinGroupResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
+            old = None if member is None else (member.metadata(), member.subscription())
+            member = member or ConsumerMember(member_id)
+        member.instance_id = instance_id
+        member.rack_id = subscription.rack_id or member.rack_id
+        member.client_id, member.client_host = joining.client_id, joining.client_host
+        member.rebalance_timeout_ms = joining.rebalance_timeout_ms
+        member.subscribed_topic_names, member.subscribed_topic_regex = tuple(sorted(set(subscription.topics))), None
+        member.classic_session_timeout_ms, member.classic_protocols = joining.session_timeout_ms, list(joining.protocols)
+        self._update(holder, member, old, self._ids(subscription.owned), batch)
+        result = JoinGroupResult(ErrorCode.NONE, member_id, member.member_epoch, CONSUMER_PROTOCOL_TYPE,
+                                 joining.protocols[0][0])
+        error = self.coordinator.manager.store_records(group_id, batch)
+        return then(self.coordinator.committed(group_id, error),
+                    lambda e: result if e == ErrorCode.NONE else JoinGroupResult(e, member_id))
+
+    def classic_sync(self, holder: GroupMetadata, member_id: str, instance_id: str | None, generation: int,
+                     protocol_type: str | None, protocol_name: str | None) -> SyncGroupResult:
+        member, error = self._classic_member(holder.consumer, member_id, instance_id)
+        if error == ErrorCode.NONE and generation != member.member_epoch:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if error != ErrorCode.NONE:
+            return SyncGroupResult(error)
+        name = member.classic_protocols[0][0]
+        if protocol_type not in (None, CONSUMER_PROTOCOL_TYPE) or protocol_name not in (None, name):
+            return SyncGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        self._schedule_session_timeout(holder, member)
+        return SyncGroupResult(ErrorCode.NONE, CONSUMER_PROTOCOL_TYPE, name,
+                               encode_assignment(self._names(member.assigned)))
+
+    def classic_heartbeat(self, holder: GroupMetadata, member_id: str, instance_id: str | None,
+                          generation: int) -> ErrorCode:
+        """REBALANCE_IN_PROGRESS tells a classic member to rejoin: the group moved on, or it has partitions
+        to give up, or partitions it waited for are free now."""
+        group = holder.consumer
+        member, error = self._classic_member(group, member_id, instance_id)
+        if error == ErrorCode.NONE and generation != member.member_epoch:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if error != ErrorCode.NONE:
+            return error
+        self._schedule_session_timeout(holder, member)
+        owners = group.owners()
+        released = member.state == MemberState.UNRELEASED_PARTITIONS and any(
+            tp not in owners for tp in group.target.get(member.member_id, EMPTY_ASSIGNMENT) - member.assigned)
+        if member.member_epoch < group.group_epoch or member.state == MemberState.UNREVOKED_PARTITIONS or released:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def classic_leave(self, holder: GroupMetadata, member_id: str, instance_id: str | None) -> ErrorCode:
+        """LeaveGroup of one classic member (or of a static member by instance id alone, an administrator's)."""
+        group = holder.consumer
+        if not member_id and instance_id is not None:
+            member_id = group.static_members.get(instance_id, "")
+        member, error = self._classic_member(group, member_id, instance_id, classic_only=False)
+        if error != ErrorCode.NONE:
+            return error
+        log.info("group %s: member %s left (LeaveGroup)", holder.group_id, member_id)
+        error = self.coordinator.manager.store_records(holder.group_id, self._fence(holder.group_id, group, member))
+        return error
+
+    @staticmethod
+    def _classic_member(group: ConsumerGroup, member_id: str, instance_id: str | None, classic_only: bool = True
+                        ) -> tuple[ConsumerMember | None, ErrorCode]:
+        if instance_id is not None:
+            member = group.members.get(group.static_members.get(instance_id, ""))
+            if member is not None and member.member_id != member_id:
+                return None, ErrorCode.FENCED_INSTANCE_ID
+        else:
+            member = group.members.get(member_id)
+        if member is None or classic_only and member.classic_protocols is None:
+            return None, ErrorCode.UNKNOWN_MEMBER_ID
+        return member, ErrorCode.NONE
+
+    def _ids(self, partitions: list[tuple[str, int]]) -> Assignment:
+        """Topic names to ids; partitions of topics that no longer exist are left out."""
+        out = set()
+        for name, partition in partitions:
+            topic = self.logs.topic(name)
+            if topic is not None:
+                out.add((topic.topic_id, partition))
+        return frozenset(out)
+
+    def _names(self, assignment: Assignment) -> list[tuple[str, int]]:
+        out = []
+        for topic_id, partition in assignment:
+            topic = self.logs.topic_by_id(topic_id)
+            if topic is not None:
+                out.append((topic.name, partition))
+        return out
 
     # ---- loading, unloading ------------------------------------------------------------
 
@@ -359,11 +531,10 @@ class ConsumerGroupCoordinator:
             return _described(group_id, ErrorCode.GROUP_ID_NOT_FOUND,
                               None if holder is None else f"group {group_id} is not a consumer group")
         group = holder.consumer
-        votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
         return {
             **_described(group_id, ErrorCode.NONE), "group_state": group.state(), "group_epoch": group.group_epoch,
             "assignment_epoch": group.assignment_epoch,
-            "assignor_name": votes.most_common(1)[0][0] if votes else self.assignors[0],
+            "assignor_name": self._assignor(group),
             "members": [{
                 "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                 "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,

@@ -54,6 +54,10 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = EMPTY_ASSIGNMENT
     pending_revocation: Assignment = EMPTY_ASSIGNMENT
+    # a classic member (JoinGroup/SyncGroup through the bridge of an upgraded group): its session timeout and
+    # its protocols [(name, metadata)]; None for a member of the consumer protocol
+    classic_session_timeout_ms: int | None = None
+    classic_protocols: list | None = None
     session_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
 
@@ -63,7 +67,8 @@ class ConsumerMember:
     def metadata(self) -> tuple:
         """What ConsumerGroupMemberMetadataValue stores: a change is written."""
         return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor)
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor,
+                self.classic_session_timeout_ms, self.classic_protocols)
 
     def current(self) -> "Current":
         return Current(self.member_epoch, self.previous_member_epoch, self.state, self.assigned,

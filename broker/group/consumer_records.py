@@ -70,7 +70,9 @@ def member_metadata(group_id: str, m: ConsumerMember) -> Record:
         "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id, "client_host": m.client_host,
         "subscribed_topic_names": list(m.subscribed_topic_names), "subscribed_topic_regex": m.subscribed_topic_regex,
         "rebalance_timeout_ms": m.rebalance_timeout_ms, "server_assignor": m.server_assignor,
-        "classic_member_metadata": None,
+        "classic_member_metadata": None if m.classic_protocols is None else {
+            "session_timeout_ms": m.classic_session_timeout_ms,
+            "supported_protocols": [{"name": n, "metadata": meta} for n, meta in m.classic_protocols]},
     })
 
 
@@ -149,6 +151,10 @@ def replay(key: bytes, value: bytes | None, group_of) -> None:
         member.subscribed_topic_names = tuple(data["subscribed_topic_names"])
         member.subscribed_topic_regex = data["subscribed_topic_regex"]
         member.rebalance_timeout_ms, member.server_assignor = data["rebalance_timeout_ms"], data["server_assignor"]
+        classic = data["classic_member_metadata"]
+        member.classic_session_timeout_ms = None if classic is None else classic["session_timeout_ms"]
+        member.classic_protocols = None if classic is None else [
+            (p["name"], bytes(p["metadata"])) for p in classic["supported_protocols"]]
         group.add(member)
     elif record_type == CURRENT_MEMBER_ASSIGNMENT:
         member = group.members.get(member_id)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 import uuid
 from typing import Awaitable, Callable, Union
@@ -146,7 +147,9 @@ class GroupCoordinator:
         elif group is None and joining.member_id != UNKNOWN_MEMBER_ID:
             error = ErrorCode.UNKNOWN_MEMBER_ID
         elif group is not None and group.consumer is not None and not group.is_empty():
-            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # a consumer-protocol group (no online migration)
+            # an upgraded group's classic members go on through the bridge
+            result = self.consumer.classic_join(group, joining, require_known_member_id)
+            return result if inspect.isawaitable(result) else _answered(result)
         else:
             if group is None:
                 group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
@@ -345,6 +348,30 @@ class GroupCoordinator:
 
     # ---- SyncGroup, Heartbeat, LeaveGroup ---------------------------------------------
 
+    def _consumer_group(self, group_id: str) -> GroupMetadata | None:
+        """The group if this broker coordinates it now and it is a KIP-848 one (its classic members are bridged)."""
+        group = self.groups.get(group_id)
+        return group if group is not None and group.consumer is not None and not self.coordinator_error(group_id) else None
+
+    def hand_over(self, group: GroupMetadata) -> None:
+        """A classic group upgraded to a consumer group: its classic state goes; members waiting on a join or
+        sync are told REBALANCE_IN_PROGRESS and rejoin through the bridge."""
+        for member in group.members.values():
+            member.cancel_session_timer()
+            group.complete_join(member, JoinGroupResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+            group.complete_sync(member, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
+            _cancel(timer)
+        group.join_timer = group.sync_timer = None
+        group.pending_members.clear()
+        group.pending_sync.clear()
+        group.members.clear()
+        group.static_members.clear()
+        group.protocol_type = group.protocol_name = group.leader_id = None
+        group.generation_id = 0
+        group.state = EMPTY
+        group.subscribed_topics = None
+
     def _member_error(self, group_id, member_id, instance_id, generation_id) -> ErrorCode:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
@@ -358,6 +385,9 @@ class GroupCoordinator:
     def sync_group(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
                    protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes]) -> asyncio.Future:
         """A future SyncGroupResult; the leader's call carries every member's assignment."""
+        if (group := self._consumer_group(group_id)) is not None:
+            return _answered(self.consumer.classic_sync(group, member_id, instance_id, generation_id, protocol_type,
+                                                        protocol_name))
         error = self._member_error(group_id, member_id, instance_id, generation_id)
         if error != ErrorCode.NONE:
             return _answered(SyncGroupResult(error))
@@ -400,6 +430,8 @@ class GroupCoordinator:
         log.info("group %s generation %d is stable", group.group_id, group.generation_id)
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
+        if (group := self._consumer_group(group_id)) is not None:
+            return self.consumer.classic_heartbeat(group, member_id, instance_id, generation_id)
         error = self._member_error(group_id, member_id, instance_id, generation_id)
         if error != ErrorCode.NONE:
             return error
@@ -416,6 +448,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+        if group.consumer is not None:
+            return ErrorCode.NONE, [self.consumer.classic_leave(group, m, i) for m, i in leaving]
         return ErrorCode.NONE, [self._leave(group, member_id, instance_id) for member_id, instance_id in leaving]
 
     def _leave(self, group: GroupMetadata, member_id: str, instance_id: str | None) -> ErrorCode:

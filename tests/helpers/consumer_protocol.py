@@ -24,6 +24,8 @@ class Member(threading.Thread):
         super().__init__(daemon=True)
         conf = {**COMMON, "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
                 "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        if config.get("group_protocol") == "classic":  # a classic member, quick to notice a rebalance
+            conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
         conf.update({k.replace("_", "."): v for k, v in config.items()})
         self.consumer = Consumer(conf)
         self.topics = topics
@@ -33,6 +35,7 @@ class Member(threading.Thread):
         self.events: list[tuple[float, str, set]] = []  # (time, "assign" | "revoke", {(topic, partition)})
         self.owned: set[tuple[str, int]] = set()
         self.committed: dict[tuple[str, int], int] = {}  # next offset, acknowledged
+        self.acked: dict[tuple[str, int, int], float] = {}  # message -> when its commit was acknowledged
         self.errors: list[str] = []
         self._halt = threading.Event()
         self._close = True
@@ -57,6 +60,7 @@ class Member(threading.Thread):
                     continue
                 with self.lock:
                     self.committed[(m.topic(), m.partition())] = m.offset() + 1
+                    self.acked[(m.topic(), m.partition(), m.offset())] = time.monotonic()
         if self._close:
             self.consumer.close()
 
@@ -89,6 +93,15 @@ class Member(threading.Thread):
 
 def consumed(*members: Member) -> list[tuple[str, int, int]]:
     return [(t, p, o) for m in members for _, t, p, o in m.snapshot()[1]]
+
+
+def consumed_again_after_commit(*members: Member) -> list[tuple[str, int, int]]:
+    """Messages consumed (by any member) after their commit was acknowledged."""
+    acked: dict = {}
+    for m in members:
+        with m.lock:
+            acked.update(m.acked)
+    return [(t, p, o) for m in members for when, t, p, o in m.snapshot()[1] if acked.get((t, p, o), when) < when]
 
 
 def largest_gap(member: Member, partitions: set, start: float, end: float) -> float:

@@ -14,8 +14,17 @@ import pytest
 
 from confluent_kafka import Producer
 
-from helpers.consumer_protocol import CONSUMER_GROUPS, Member, consumed, describe, largest_gap, list_groups, produce
-from helpers.groups import wait_until
+from helpers.consumer_protocol import (
+    CONSUMER_GROUPS,
+    Member,
+    consumed,
+    consumed_again_after_commit,
+    describe,
+    largest_gap,
+    list_groups,
+    produce,
+)
+from helpers.groups import GROUP_BROKER, wait_until
 from helpers.kafka import COMMON, create_topic
 from helpers.wire import WireClient
 
@@ -236,3 +245,42 @@ def test_epochs_on_the_wire(start_broker):
         assert heartbeat(c, "g-wire", "m-1", 2)["member_epoch"] == 3  # the leaver's partitions, at a new epoch
         assert c.request("DescribeGroups", 5, {"groups": ["g-wire"], "include_authorized_operations": False}
                          )["groups"][0]["group_state"] == "Dead"
+
+
+def test_online_upgrade_of_a_classic_group(start_broker, member):
+    """Classic members (JoinGroup/SyncGroup, eager range) joined by a consumer-protocol member: the group
+    becomes a consumer group, the classic members go on through the bridge, then restart one by one with
+    the consumer protocol. Nothing is lost, and nothing is consumed twice once its commit was acknowledged."""
+    b = start_broker({**CONSUMER_GROUPS, **GROUP_BROKER})
+    create_topic(b.bootstrap, "upg", 4)
+    produce(b.bootstrap, "upg", 4, 10)
+    classic = [member(b.bootstrap, "g-upg", ["upg"], group_protocol="classic") for _ in range(2)]
+    wait_until(lambda: all(len(m.snapshot()[0]) == 2 for m in classic) and len(consumed(*classic)) >= 40, 60,
+               "the classic members' generation")
+    assert list_groups(b.port, types=["classic"])[0]["group_id"] == "g-upg"
+    members = [*classic, member(b.bootstrap, "g-upg", ["upg"])]
+
+    def settled(ms) -> bool:
+        owned = [m.snapshot()[0] for m in ms]
+        return all(owned) and sum(map(len, owned)) == 4 and len(set().union(*owned)) == 4
+
+    wait_until(lambda: settled(members), 60, "the three members to share the partitions")
+    listed = list_groups(b.port, types=["consumer"])
+    assert [g["group_id"] for g in listed] == ["g-upg"], listed
+    assert len(describe(b.port, "g-upg")["members"]) == 3
+    produce(b.bootstrap, "upg", 4, 10, start=10)
+    wait_until(lambda: {(p, o) for _, p, o in consumed(*members)} >= {(p, o) for p in range(4) for o in range(20)},
+               60, "the classic members to consume on through the bridge")
+    for old in classic:  # a rolling upgrade
+        old.stop()
+        members.append(member(b.bootstrap, "g-upg", ["upg"]))
+    active = members[2:]
+    wait_until(lambda: settled(active), 60, "the upgraded members to share the partitions")
+    produce(b.bootstrap, "upg", 4, 10, start=20)
+    wait_until(lambda: {(p, o) for _, p, o in consumed(*members)} >= {(p, o) for p in range(4) for o in range(30)},
+               60, "everything consumed")
+    assert not consumed_again_after_commit(*members)
+    for old in classic:
+        assert any(10 <= o < 20 for _, _, o in consumed(old)), "a classic member stopped consuming after the upgrade"
+    group = describe(b.port, "g-upg")
+    assert group["group_state"] == "Stable" and len(group["members"]) == 3, group
