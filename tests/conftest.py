@@ -389,6 +389,7 @@ LONG = (
     "tests/integration/test_idempotence.py",
     "tests/cluster/test_cluster_fetch_sessions.py",
     "tests/integration/test_java_clients.py",
+    "tests/integration/test_consumer_group_protocol_java.py",
     "tests/reliability/test_request_queue.py",
     "tests/reliability/test_kill_loop.py",
     "tests/bench/test_bench_smoke.py",

@@ -15,6 +15,7 @@ import pytest
 from helpers.consumer_protocol import CONSUMER_GROUPS, describe, produce
 from helpers.java_clients import JavaClients, every
 from helpers.kafka import create_topic
+from helpers.wire import WireClient
 
 SOURCE = Path(__file__).resolve().parents[1] / "java" / "ConsumerProtocol.java"
 
@@ -28,9 +29,13 @@ def records(lines: list[dict]) -> list[tuple[str, int, int]]:
     return [(r["topic"], r["p"], r["o"]) for r in every(lines, "record")]
 
 
-def owned_at_end(lines: list[dict]) -> set:
+def owned_before_close(lines: list[dict]) -> set:
+    """What the member owned when it was told to stop: closing revokes everything, the last revocation."""
+    events = [line for line in lines if line["op"] in ("assigned", "revoked")]
+    if events and events[-1]["op"] == "revoked":
+        events.pop()
     owned: set = set()
-    for line in lines:
+    for line in events:
         if line["op"] == "assigned":
             owned |= {tuple(tp) for tp in line["partitions"]}
         elif line["op"] == "revoked":
@@ -58,15 +63,16 @@ def test_java_members_share_a_topic_commit_and_resume(start_broker, java4, tmp_p
             time.sleep(0.3)
         group = both_assigned()
         assert all(m["assignment"]["topic_partitions"] for m in group["members"]), group  # two partitions each
+        produce(b.bootstrap, "jshared", 4, 10, start=30)  # for both of them
         time.sleep(3)  # everything consumed and committed by now (commits after every poll)
         stop.touch()
         first, second = (r.result() for r in runs)
     got = records(first) + records(second)
-    assert sorted(got) == sorted(("jshared", p, o) for p in range(4) for o in range(30)), "lost or consumed twice"
-    assert records(first) and records(second)
-    produce(b.bootstrap, "jshared", 4, 5, start=30)
+    assert sorted(got) == sorted(("jshared", p, o) for p in range(4) for o in range(40)), "lost or consumed twice"
+    assert any(o >= 30 for _, _, o in records(first)) and any(o >= 30 for _, _, o in records(second))
+    produce(b.bootstrap, "jshared", 4, 5, start=40)
     again = java4.run(b.bootstrap, "g-java", "jshared", "-", 3000, 60_000)
-    assert sorted(o for _, _, o in records(again)) == sorted(list(range(30, 35)) * 4), "did not resume at the commits"
+    assert sorted(o for _, _, o in records(again)) == sorted(list(range(40, 45)) * 4), "did not resume at the commits"
 
 
 def test_java_member_joining_moves_only_what_must_move(start_broker, java4, tmp_path):
@@ -91,3 +97,108 @@ def test_java_member_joining_moves_only_what_must_move(start_broker, java4, tmp_
     revoked = {tuple(tp) for line in every(first, "revoked") if line["t"] < stopped_ms for tp in line["partitions"]}
     joined = {tuple(tp) for line in every(second, "assigned") for tp in line["partitions"]}
     assert len(joined) == 2 and revoked == joined, (revoked, joined)  # the first member gave up only those
+
+
+def wait_for_group(port: int, group: str, check, what: str, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        described = describe(port, group)
+        if described["error_code"] == 0 and check(described):
+            return described
+        assert time.monotonic() < deadline, f"{what}: {described}"
+        time.sleep(0.3)
+
+
+def assigned_topics(described: dict) -> set:
+    return {(t["topic_name"], p) for m in described["members"] for t in m["assignment"]["topic_partitions"]
+            for p in t["partitions"]}
+
+
+def test_java_static_member_restarts_without_reassignment(start_broker, java4, tmp_path):
+    b = start_broker(CONSUMER_GROUPS)
+    create_topic(b.bootstrap, "jstatic", 4)
+    stops = [tmp_path / f"stop-{i}" for i in range(3)]
+    stable_pair = lambda g: (g["group_state"] == "Stable" and len(g["members"]) == 2  # noqa: E731
+                             and len(assigned_topics(g)) == 4 and all(m["assignment"]["topic_partitions"]
+                                                                      for m in g["members"]))
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(java4.run, b.bootstrap, "g-jstatic", "jstatic", "i-1", 600_000, 60_000, stops[0])
+        other = pool.submit(java4.run, b.bootstrap, "g-jstatic", "jstatic", "i-2", 600_000, 60_000, stops[1])
+        before = wait_for_group(b.port, "g-jstatic", stable_pair, "two static members")
+        time.sleep(1)  # (a client's callbacks run at its next poll, after the broker's answer)
+        settled_ms = time.time() * 1000
+        stops[0].touch()  # leaves for now (epoch -2); the instance's partitions wait for it
+        first = first.result()
+        again = pool.submit(java4.run, b.bootstrap, "g-jstatic", "jstatic", "i-1", 600_000, 60_000, stops[2])
+        after = wait_for_group(b.port, "g-jstatic", lambda g: stable_pair(g) and all(
+            m["member_epoch"] > 0 for m in g["members"]), "the static member back")
+        stopped_ms = time.time() * 1000
+        stops[1].touch()
+        stops[2].touch()
+        other, again = other.result(), again.result()
+    assert after["group_epoch"] == before["group_epoch"], (before, after)
+    moves = [line for line in other if line["op"] in ("assigned", "revoked") and line["partitions"]
+             and settled_ms < line["t"] < stopped_ms]
+    assert not moves, moves  # the other member's partitions never moved
+    assert owned_before_close(again) == owned_before_close(first) and len(owned_before_close(first)) == 2
+
+
+def test_java_regex_subscription_picks_up_a_new_topic(start_broker, java4, tmp_path):
+    b = start_broker(CONSUMER_GROUPS)
+    create_topic(b.bootstrap, "jrx-first", 2)
+    produce(b.bootstrap, "jrx-first", 2, 3)
+    stop = tmp_path / "stop"
+    with ThreadPoolExecutor(1) as pool:
+        run = pool.submit(java4.run, b.bootstrap, "g-jrx", "re:jrx-.*", "-", 600_000, 60_000, stop)
+        wait_for_group(b.port, "g-jrx", lambda g: len(assigned_topics(g)) == 2, "the matching topic assigned")
+        create_topic(b.bootstrap, "jrx-later", 2)
+        produce(b.bootstrap, "jrx-later", 2, 3)
+        wait_for_group(b.port, "g-jrx", lambda g: len(assigned_topics(g)) == 4, "the topic created later assigned")
+        with WireClient(b.port) as c:
+            def committed_later() -> int:
+                r = c.request("OffsetFetch", 9, {"groups": [{"group_id": "g-jrx", "member_id": None, "member_epoch": -1,
+                                                             "topics": None}], "require_stable": False})
+                return sum(p["committed_offset"] for t in r["groups"][0]["topics"] if t["name"] == "jrx-later"
+                           for p in t["partitions"])
+            deadline = time.monotonic() + 60
+            while committed_later() < 6:
+                assert time.monotonic() < deadline, "the new topic's records were not consumed"
+                time.sleep(0.3)
+        stop.touch()
+        lines = run.result()
+    assert sorted(records(lines)) == sorted([("jrx-first", p, o) for p in range(2) for o in range(3)]
+                                            + [("jrx-later", p, o) for p in range(2) for o in range(3)])
+    assert describe(b.port, "g-jrx")["group_state"] == "Empty"
+
+
+def test_java_members_resume_after_a_broker_kill(start_broker, java4, tmp_path):
+    b = start_broker(CONSUMER_GROUPS)
+    create_topic(b.bootstrap, "jkill", 4)
+    produce(b.bootstrap, "jkill", 4, 20)
+    stop = tmp_path / "stop"
+
+    def committed() -> list[int]:
+        with WireClient(b.port) as c:
+            r = c.request("OffsetFetch", 9, {"groups": [{"group_id": "g-jkill", "member_id": None, "member_epoch": -1,
+                                                         "topics": None}], "require_stable": False})
+        return sorted(p["committed_offset"] for t in r["groups"][0]["topics"] for p in t["partitions"])
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(java4.run, b.bootstrap, "g-jkill", "jkill", "-", 600_000, 90_000, stop) for _ in range(2)]
+        before = wait_for_group(b.port, "g-jkill", lambda g: g["group_state"] == "Stable" and len(g["members"]) == 2
+                                and committed() == [20] * 4, "both members caught up")
+        b.kill()
+        b.restart()
+        produce(b.bootstrap, "jkill", 4, 10, start=20)
+        deadline = time.monotonic() + 60
+        while committed() != [30] * 4:
+            assert time.monotonic() < deadline, committed()
+            time.sleep(0.3)
+        after = describe(b.port, "g-jkill")
+        stop.touch()
+        lines = [r.result() for r in runs]
+    got = records(lines[0]) + records(lines[1])
+    assert sorted(got) == sorted(("jkill", p, o) for p in range(4) for o in range(30)), "lost or consumed twice"
+    # loaded from __consumer_offsets: the same members at the same group epoch
+    assert after["group_epoch"] == before["group_epoch"], (before, after)
+    assert sorted(m["member_id"] for m in after["members"]) == sorted(m["member_id"] for m in before["members"])

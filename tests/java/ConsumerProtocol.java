@@ -3,11 +3,11 @@ import java.time.Duration;
 import java.util.Collection;
 import java.util.List;
 import java.util.Properties;
-import java.util.regex.Pattern;
 
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.utils.AppInfoParser;
@@ -16,7 +16,8 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * A Java kafka-clients 4.x consumer with group.protocol=consumer (KIP-848):
  * ConsumerProtocol BOOTSTRAP GROUP SUBSCRIPTION INSTANCE_ID IDLE_MS MAX_MS [STOP_FILE]
  *
- * SUBSCRIPTION is a comma-separated topic list, or a regex when it starts with "re:". INSTANCE_ID "-" is a
+ * SUBSCRIPTION is a comma-separated topic list, or a regex the broker resolves when it starts with "re:" (a
+ * SubscriptionPattern, KIP-848's subscribed_topic_regex). INSTANCE_ID "-" is a
  * dynamic member. Polls, committing synchronously after every poll that returned records, until it has
  * owned partitions and received nothing for IDLE_MS, or MAX_MS passed, or STOP_FILE exists; then closes
  * (leaves the group). Prints one JSON line per record, assignment and revocation, ending with {"op": "done"}.
@@ -55,7 +56,7 @@ public final class ConsumerProtocol {
         };
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(c)) {
             if (subscription.startsWith("re:")) {
-                consumer.subscribe(Pattern.compile(subscription.substring(3)), listener);
+                consumer.subscribe(new SubscriptionPattern(subscription.substring(3)), listener);  // the broker's regex
             } else {
                 consumer.subscribe(List.of(subscription.split(",")), listener);
             }
