@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.consumer_protocol import CONSUMER_GROUPS, describe, produce
+from helpers.consumer_protocol import CONSUMER_GROUPS, describe, list_groups, produce
+from helpers.groups import GROUP_BROKER
 from helpers.java_clients import JavaClients, every
 from helpers.kafka import create_topic
 from helpers.wire import WireClient
@@ -202,3 +203,50 @@ def test_java_members_resume_after_a_broker_kill(start_broker, java4, tmp_path):
     # loaded from __consumer_offsets: the same members at the same group epoch
     assert after["group_epoch"] == before["group_epoch"], (before, after)
     assert sorted(m["member_id"] for m in after["members"]) == sorted(m["member_id"] for m in before["members"])
+
+
+def test_java_online_upgrade_of_a_classic_group(start_broker, java4, tmp_path):
+    """Two classic Java members, then a consumer-protocol one joins: the group is upgraded and the classic
+    members consume on through the bridge. Nothing is lost; a record is consumed twice only if a commit of it
+    failed (a classic member's group moved on under it)."""
+    b = start_broker({**CONSUMER_GROUPS, **GROUP_BROKER})
+    create_topic(b.bootstrap, "jupg", 4)
+    produce(b.bootstrap, "jupg", 4, 20)
+    stop = tmp_path / "stop"
+    classic = {"group.protocol": "classic", "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}
+
+    def committed() -> list[int]:
+        with WireClient(b.port) as c:
+            r = c.request("OffsetFetch", 9, {"groups": [{"group_id": "g-jupg", "member_id": None, "member_epoch": -1,
+                                                         "topics": None}], "require_stable": False})
+        return sorted(p["committed_offset"] for t in r["groups"][0]["topics"] for p in t["partitions"])
+
+    def wait(check, what):
+        deadline = time.monotonic() + 60
+        while not check():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.3)
+
+    with ThreadPoolExecutor(3) as pool:
+        runs = [pool.submit(java4.run, b.bootstrap, "g-jupg", "jupg", "-", 600_000, 90_000, stop, client_config=classic)
+                for _ in range(2)]
+        with WireClient(b.port) as c:
+            def classic_stable():
+                g = c.request("DescribeGroups", 5, {"groups": ["g-jupg"], "include_authorized_operations": False}
+                              )["groups"][0]
+                return g["group_state"] == "Stable" and len(g["members"]) == 2
+            wait(lambda: classic_stable() and committed() == [20] * 4, "the classic generation caught up")
+        runs.append(pool.submit(java4.run, b.bootstrap, "g-jupg", "jupg", "-", 600_000, 90_000, stop))
+        wait_for_group(b.port, "g-jupg", lambda g: g["group_state"] == "Stable" and len(g["members"]) == 3
+                       and len(assigned_topics(g)) == 4 and all(m["assignment"]["topic_partitions"]
+                                                               for m in g["members"]), "three members sharing")
+        assert [g["group_type"] for g in list_groups(b.port) if g["group_id"] == "g-jupg"] == ["consumer"]
+        produce(b.bootstrap, "jupg", 4, 10, start=20)
+        wait(lambda: committed() == [30] * 4, "the records after the upgrade consumed")
+        stop.touch()
+        lines = [r.result() for r in runs]
+    got = [r for run in lines for r in records(run)]
+    assert sorted(set(got)) == sorted(("jupg", p, o) for p in range(4) for o in range(30)), "lost"
+    failed = {tuple(r) for run in lines for line in every(run, "commit_failed") for r in line["records"]}
+    assert {r for r in got if got.count(r) > 1} <= failed, "consumed twice after its commit"
+    assert all(any(o >= 20 for _, _, o in records(run)) for run in lines[:2]), "a classic member stopped consuming"

@@ -4,11 +4,13 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Properties;
 
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.utils.AppInfoParser;
 
@@ -20,7 +22,8 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * SubscriptionPattern, KIP-848's subscribed_topic_regex). INSTANCE_ID "-" is a
  * dynamic member. Polls, committing synchronously after every poll that returned records, until it has
  * owned partitions and received nothing for IDLE_MS, or MAX_MS passed, or STOP_FILE exists; then closes
- * (leaves the group). Prints one JSON line per record, assignment and revocation, ending with {"op": "done"}.
+ * (leaves the group). Prints one JSON line per record, assignment, revocation and failed commit, ending with
+ * {"op": "done"}. The system property moldau.client.config names a properties file of more client configs.
  */
 public final class ConsumerProtocol {
     public static void main(String[] a) throws Exception {
@@ -41,6 +44,12 @@ public final class ConsumerProtocol {
         }
         c.put("key.deserializer", ByteArrayDeserializer.class.getName());
         c.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        String extra = System.getProperty("moldau.client.config");  // e.g. group.protocol=classic
+        if (extra != null) {
+            try (var reader = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(extra))) {
+                c.load(reader);
+            }
+        }
         ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
             @Override
             public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
@@ -63,12 +72,20 @@ public final class ConsumerProtocol {
             long start = System.currentTimeMillis(), last = start;
             while (System.currentTimeMillis() - start < maxMs && (stopFile == null || !stopFile.exists())) {
                 var records = consumer.poll(Duration.ofMillis(100));
+                StringBuilder batch = new StringBuilder();
                 for (ConsumerRecord<byte[], byte[]> r : records) {
                     out.println("{\"op\": \"record\", \"topic\": \"" + r.topic() + "\", \"p\": " + r.partition()
                                 + ", \"o\": " + r.offset() + ", \"t\": " + now() + "}");
+                    batch.append(batch.length() > 0 ? ", " : "").append("[\"").append(r.topic()).append("\", ")
+                         .append(r.partition()).append(", ").append(r.offset()).append("]");
                 }
                 if (!records.isEmpty()) {
-                    consumer.commitSync();
+                    try {
+                        consumer.commitSync();
+                    } catch (CommitFailedException | RebalanceInProgressException e) {
+                        // a classic member's group moved on meanwhile: these records were not committed
+                        out.println("{\"op\": \"commit_failed\", \"records\": [" + batch + "]}");
+                    }
                     last = System.currentTimeMillis();
                 } else if (!consumer.assignment().isEmpty() && System.currentTimeMillis() - last > idleMs) {
                     break;
