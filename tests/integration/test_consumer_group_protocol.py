@@ -136,7 +136,7 @@ def test_regex_subscription_picks_up_a_new_topic(start_broker, member):
 
 
 def test_static_member_restarts_without_reassignment(start_broker, member):
-    b = start_broker(CONSUMER_GROUPS)
+    b = start_broker({**CONSUMER_GROUPS, "group.consumer.session.timeout.ms": 30000})  # a slow restart is no leave
     create_topic(b.bootstrap, "static", 4)
     m1 = member(b.bootstrap, "g-static", ["static"], commit=False, group_instance_id="i-1")
     m2 = member(b.bootstrap, "g-static", ["static"], commit=False, group_instance_id="i-2")

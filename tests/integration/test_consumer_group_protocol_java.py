@@ -116,7 +116,7 @@ def assigned_topics(described: dict) -> set:
 
 
 def test_java_static_member_restarts_without_reassignment(start_broker, java4, tmp_path):
-    b = start_broker(CONSUMER_GROUPS)
+    b = start_broker({**CONSUMER_GROUPS, "group.consumer.session.timeout.ms": 30000})  # a slow restart is no leave
     create_topic(b.bootstrap, "jstatic", 4)
     stops = [tmp_path / f"stop-{i}" for i in range(3)]
     stable_pair = lambda g: (g["group_state"] == "Stable" and len(g["members"]) == 2  # noqa: E731
