@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType, Producer
+from confluent_kafka.admin import AdminClient
 
 from helpers.consumer_protocol import (
     CONSUMER_GROUPS,
@@ -68,6 +69,10 @@ def test_two_members_share_a_topic_commit_and_resume(start_broker, member):
     listed = {g["group_id"]: g for g in list_groups(b.port, types=["consumer"])}
     assert listed["g-share"]["group_type"] == "consumer" and listed["g-share"]["group_state"] == "Stable"
     assert "g-share" not in {g["group_id"] for g in list_groups(b.port, types=["classic"])}
+    admin = AdminClient({**COMMON, "bootstrap.servers": b.bootstrap})
+    seen = admin.describe_consumer_groups(["g-share"])["g-share"].result(30)  # librdkafka: ConsumerGroupDescribe
+    assert seen.type == ConsumerGroupType.CONSUMER and seen.state == ConsumerGroupState.STABLE, seen
+    assert sorted((tp.topic, tp.partition) for m in seen.members for tp in m.assignment.topic_partitions) == sorted(every)
 
     m1.stop(); m2.stop()
     produce(b.bootstrap, "shared", 6, 10, start=50)
