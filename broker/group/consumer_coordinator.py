@@ -44,6 +44,7 @@ from .metadata import (
     CONSUMER_PROTOCOL_TYPE,
     GroupMetadata,
     JoinGroupResult,
+    MemberMetadata,
     SyncGroupResult,
     call_later as _call_later,
     now_ms,
@@ -302,6 +303,8 @@ class ConsumerGroupCoordinator:
         """Remove the member; the group epoch is bumped so its partitions are assigned anew."""
         group.remove(member.member_id)
         batch = records.member_tombstones(group_id, member.member_id)
+        if group.members and all(m.classic_protocols is not None for m in group.members.values()):
+            return batch + self._downgrade(self.coordinator.groups[group_id])
         group.subscription_metadata = self._subscription_metadata(group)
         group.group_epoch += 1
         batch.append(records.group_epoch(group_id, group.group_epoch))
@@ -373,6 +376,22 @@ class ConsumerGroupCoordinator:
         group.subscription_metadata = self._subscription_metadata(group)
         log.info("group %s: upgraded from the classic protocol at generation %d with %d members", group_id,
                  generation, len(group.members))
+
+    def _downgrade(self, holder: GroupMetadata) -> list:
+        """The last consumer-protocol member left (Kafka 4's online downgrade): the group is a classic one
+        again at its group epoch, each member with its target as assignment, and rebalances so they rejoin."""
+        group, group_id = holder.consumer, holder.group_id
+        batch = [r for member_id in group.members for r in records.member_tombstones(group_id, member_id)]
+        batch += records.group_tombstones(group_id)
+        members = [MemberMetadata(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                                  m.classic_session_timeout_ms, CONSUMER_PROTOCOL_TYPE, list(m.classic_protocols),
+                                  encode_assignment(self._names(group.target.get(m.member_id, EMPTY_ASSIGNMENT))))
+                   for m in group.members.values()]
+        self.unloaded(holder)
+        holder.consumer = None
+        log.info("group %s: downgraded to the classic protocol at generation %d with %d members", group_id,
+                 group.group_epoch, len(members))
+        return batch + self.coordinator.take_over(holder, group.group_epoch, members)
 
     def classic_join(self, holder: GroupMetadata, joining, require_known_member_id: bool):
         """A classic member's JoinGroup to a consumer group: a JoinGroupResult with its member epoch as the

@@ -289,3 +289,28 @@ def test_online_upgrade_of_a_classic_group(start_broker, member):
         assert any(10 <= o < 20 for _, _, o in consumed(old)), "a classic member stopped consuming after the upgrade"
     group = describe(b.port, "g-upg")
     assert group["group_state"] == "Stable" and len(group["members"]) == 3, group
+
+
+def test_online_downgrade_when_the_last_consumer_protocol_member_leaves(start_broker, member):
+    """A classic member and a consumer-protocol one: when the latter leaves, the group is a classic one
+    again (Kafka 4's online downgrade) and the classic member consumes on in a new generation."""
+    b = start_broker({**CONSUMER_GROUPS, **GROUP_BROKER})
+    create_topic(b.bootstrap, "down", 2)
+    produce(b.bootstrap, "down", 2, 5)
+    old = member(b.bootstrap, "g-down", ["down"], group_protocol="classic")
+    wait_until(lambda: len(old.snapshot()[0]) == 2, 60, "the classic member's generation")
+    new = member(b.bootstrap, "g-down", ["down"])
+    wait_until(lambda: len(new.snapshot()[0]) == 1 and len(old.snapshot()[0]) == 1, 60, "a partition each")
+    assert [g["group_type"] for g in list_groups(b.port) if g["group_id"] == "g-down"] == ["consumer"]
+    new.stop()
+    wait_until(lambda: [g["group_type"] for g in list_groups(b.port) if g["group_id"] == "g-down"] == ["classic"], 30,
+               "the group to be a classic one again")
+    wait_until(lambda: len(old.snapshot()[0]) == 2, 60, "the classic member to take both partitions")
+    produce(b.bootstrap, "down", 2, 5, start=5)
+    wait_until(lambda: {(p, o) for _, p, o in consumed(old, new)} >= {(p, o) for p in range(2) for o in range(10)},
+               60, "everything consumed")
+    assert not consumed_again_after_commit(old, new)
+    with WireClient(b.port) as c:
+        group = c.request("DescribeGroups", 5, {"groups": ["g-down"], "include_authorized_operations": False}
+                          )["groups"][0]
+    assert group["group_state"] == "Stable" and len(group["members"]) == 1, group
