@@ -206,6 +206,8 @@ def test_epochs_on_the_wire(start_broker):
         assert heartbeat(c, "g-wire", "m-1", 0, topics=["wire"], owned=[], assignor="sticky")["error_code"] == 112
         assert heartbeat(c, "g-wire", "", 0, topics=["wire"], owned=[])["error_code"] == 42  # v1: the client's id
         assert heartbeat(c, "g-wire", "m-1", 0, topics=["wire"], owned=[], regex="(")["error_code"] == 128
+        # what would make a backtracking match explode is refused too (RE2, Kafka's engine, is linear)
+        assert heartbeat(c, "g-wire", "m-1", 0, topics=["wire"], owned=[], regex="(a+)+$")["error_code"] == 128
         first = heartbeat(c, "g-wire", "m-1", 0, topics=["wire"], owned=[], assignor="range")
         assert first["error_code"] == 0 and first["member_epoch"] == 1, first
         assert first["assignment"]["topic_partitions"] == [{"topic_id": topic_id, "partitions": [0, 1, 2, 3]}]
