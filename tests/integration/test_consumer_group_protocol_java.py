@@ -83,6 +83,7 @@ def test_java_member_joining_moves_only_what_must_move(start_broker, java4, tmp_
         second = pool.submit(java4.run, b.bootstrap, "g-jflow", "jflow", "-", 600_000, 60_000, stop)
         wait_for_group(b.port, "g-jflow", lambda g: len(g["members"]) == 2 and g["group_state"] == "Stable",
                        "the second member's share")
+        time.sleep(2)  # (a client's callbacks run at its next poll, after the broker's answer)
         stopped_ms = time.time() * 1000
         stop.touch()
         first, second = first.result(), second.result()
