@@ -106,10 +106,11 @@ def test_join_and_leave_move_only_what_must_move(start_broker, member):
     wait_until(lambda: len(m2.snapshot()[0]) == 2 and len(m1.snapshot()[0]) == 2, 60, "the second member's share")
     time.sleep(2)
     kept = m1.snapshot()[0]
-    # only what moved was revoked; the partitions m1 kept never stopped
+    # only what moved was revoked (a stop-the-world rebalance revokes everything); the partitions m1 kept
+    # never stopped: no gap in them longer than a loaded machine's hiccup
     assert m1.revoked() == m2.snapshot()[0]
     gap = largest_gap(m1, kept, joined_at, time.monotonic())
-    assert gap < 3.0, f"the staying member paused {gap:.1f}s while another joined"
+    assert gap < 5.0, f"the staying member paused {gap:.1f}s while another joined"
 
     left_at = time.monotonic()
     m2.stop()
@@ -117,7 +118,7 @@ def test_join_and_leave_move_only_what_must_move(start_broker, member):
     time.sleep(2)
     assert not kept & m1.revoked(), "a partition the staying member kept was revoked"
     gap = largest_gap(m1, kept, left_at, time.monotonic())
-    assert gap < 3.0, f"the staying member paused {gap:.1f}s while another left"
+    assert gap < 5.0, f"the staying member paused {gap:.1f}s while another left"
     stop.set()
     producer.join(15)
     m1.stop()
