@@ -229,7 +229,10 @@ class ConsumerGroupCoordinator:
         names = {n for m in members for n in m.subscribed_topic_names}
         patterns = {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}
         for pattern in patterns:
-            names |= _matching(pattern, self.logs.topics)
+            try:
+                names |= _matching(pattern, self.logs.topics)
+            except HeartbeatError:  # a stored regex this broker refuses (written by another): matches nothing
+                continue
         return names
 
     def _assignor(self, group: ConsumerGroup) -> str:
@@ -350,8 +353,9 @@ class ConsumerGroupCoordinator:
         if holder.protocol_type != CONSUMER_PROTOCOL_TYPE:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a consumer group")
         try:
-            parsed = [(m, parse_subscription(m.metadata(holder.protocol_name)), parse_assignment(m.assignment))
-                      for m in holder.members.values()]
+            # (no protocol chosen yet, a group's first rebalance: each member's preferred one)
+            parsed = [(m, parse_subscription(m.metadata(holder.protocol_name or m.protocols[0][0])),
+                       parse_assignment(m.assignment)) for m in holder.members.values()]
         except RecordFormatError:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND,
                                  f"group {group_id}: a member's embedded consumer protocol is malformed") from None
