@@ -12,12 +12,13 @@ import time
 
 import pytest
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupType, Producer
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from helpers.consumer_protocol import (
     CONSUMER_GROUPS,
     Member,
+    committed_offsets,
     consumed,
     consumed_again_after_commit,
     describe,
@@ -317,3 +318,34 @@ def test_online_downgrade_when_the_last_consumer_protocol_member_leaves(start_br
         group = c.request("DescribeGroups", 5, {"groups": ["g-down"], "include_authorized_operations": False}
                           )["groups"][0]
     assert group["group_state"] == "Stable" and len(group["members"]) == 1, group
+
+
+def test_transactional_offsets_of_a_consumer_protocol_member(start_broker):
+    """A copy app: consumer-protocol consumer, transactional producer sending its offsets with the consumer's
+    group metadata (TxnOffsetCommit carries the member id and epoch, checked like OffsetCommit's)."""
+    b = start_broker(CONSUMER_GROUPS)
+    create_topic(b.bootstrap, "eos-in", 1)
+    create_topic(b.bootstrap, "eos-out", 1)
+    produce(b.bootstrap, "eos-in", 1, 10)
+    c = Consumer({**COMMON, "bootstrap.servers": b.bootstrap, "group.id": "g-eos", "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": "read_committed"})
+    p = Producer({**COMMON, "bootstrap.servers": b.bootstrap, "transactional.id": "eos-copier"})
+    try:
+        c.subscribe(["eos-in"])
+        p.init_transactions(30)
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 10 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append(m)
+        assert len(got) == 10
+        p.begin_transaction()
+        for m in got:
+            p.produce("eos-out", m.value(), partition=0)
+        p.send_offsets_to_transaction([TopicPartition("eos-in", 0, got[-1].offset() + 1)],
+                                      c.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        assert committed_offsets(b.port, "g-eos") == {("eos-in", 0): 10}
+    finally:
+        c.close()
