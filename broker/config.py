@@ -34,6 +34,16 @@ def between(low: int, high: int) -> Callable[[object], str | None]:
     return lambda value: None if low <= value <= high else f"must be in [{low}, {high}]"
 
 
+def assignors_problem(value: str) -> str | None:
+    from broker.group.assignors import ASSIGNORS  # (the group package imports the broker's modules)
+
+    names = [n.strip() for n in value.split(",")]
+    unknown = [n for n in names if n not in ASSIGNORS]
+    if unknown or not value.strip():
+        return f"assignors are {', '.join(ASSIGNORS)}"
+    return None
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -131,6 +141,15 @@ SETTINGS: list[Setting] = [
             between(1, 2**31 - 1)),
     Setting("group.min.session.timeout.ms", int, 6000, "Smallest session.timeout.ms a group member may ask for."),
     Setting("group.max.session.timeout.ms", int, 1_800_000, "Largest session.timeout.ms a group member may ask for."),
+    # KIP-848 consumer groups (group.protocol=consumer)
+    Setting("group.consumer.heartbeat.interval.ms", int, 5000,
+            "How often a consumer-protocol member heartbeats (told in every ConsumerGroupHeartbeat).", at_least(1)),
+    Setting("group.consumer.session.timeout.ms", int, 45000,
+            "A consumer-protocol member that does not heartbeat for this long is removed.", at_least(1)),
+    Setting("group.consumer.max.size", int, 2**31 - 1,
+            "Most members a consumer-protocol group may have (GROUP_MAX_SIZE_REACHED).", between(1, 2**31 - 1)),
+    Setting("group.consumer.assignors", str, "uniform,range",
+            "Server-side assignors a member may name; the first is the default.", assignors_problem),
     Setting("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets when the broker creates it.",
             at_least(1)),
     Setting("offsets.topic.segment.bytes", int, 104_857_600, "segment.bytes of __consumer_offsets when the broker "
