@@ -14,6 +14,7 @@ from storage.files import lock_directory
 
 from . import descriptors, shutdown
 from .admin import transactions
+from .console import command as console
 from .config import BrokerConfig, ConfigError, describe_settings
 from .log_levels import apply_log_levels, log_levels_problem
 
@@ -149,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--timeout", type=float, default=60.0, help="seconds allowed for reading (default %(default)s)")
     check.add_argument("--json", metavar="FILE", help="also write the verdict as JSON to FILE")
     transactions.add_parser(sub)
+    console.add_parser(sub)
     cluster = sub.add_parser("cluster", help="try a cluster on one machine: `moldau cluster up`",
                              description="Start an etcd and N brokers on 127.0.0.1; Ctrl-C stops them all.")
     cluster.add_argument("action", choices=["up"])
@@ -171,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         return _verify(args)
     if args.command == "transactions":
         return transactions.run(args)
+    if args.command == "console":
+        return console.run(args)
     if args.command == "cluster":
         from .cluster.local_cluster import cluster_up
 

@@ -1,0 +1,134 @@
+"""The console's admin client: the project's AdminClient, refusing every request that changes something unless
+the console was started with --allow-writes, and counting the requests it sends (the footer's and /stats'
+figures: what an open page costs the cluster). Also the few reads the admin client has no helper for."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+
+from ..admin.client import CONFIG_TOPIC, AdminClient, AdminError, check
+
+# Requests that only read. Anything else (WriteTxnMarkers, the console's one write) needs --allow-writes.
+READS = frozenset({
+    "ApiVersions", "Metadata", "DescribeCluster", "FindCoordinator", "ListOffsets", "Fetch", "DescribeConfigs",
+    "DescribeLogDirs", "ListGroups", "DescribeGroups", "ConsumerGroupDescribe", "OffsetFetch", "DescribeAcls",
+    "DescribeUserScramCredentials", "ListTransactions", "DescribeTransactions", "DescribeProducers",
+})
+SCRAM_MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+_WINDOW_S = 60.0
+# How long a leader or coordinator the cluster named is taken as still true: the admin client's helpers ask
+# again for each partition (describe_producers, send_to_leader) and each group request.
+LEADER_TTL_S = 2.0
+COORDINATOR_TTL_S = 10.0
+
+
+class ReadOnly(AdminError):
+    """A request that would change something, from a console started without --allow-writes."""
+
+
+class ConsoleClient(AdminClient):
+    def __init__(self, *args, allow_writes: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.allow_writes = allow_writes
+        self.sent: Counter = Counter()  # API name -> requests since start
+        self._recent: deque[float] = deque()  # send times within the last minute
+        self._leaders: dict[tuple[str, int], tuple[int, float]] = {}  # (topic, partition) -> (leader, when)
+        self._coordinators: dict[tuple[int, str], tuple[object, float]] = {}
+
+    async def _roundtrip(self, address, api, version, body):
+        if api not in READS and not self.allow_writes:
+            raise ReadOnly(f"{api} changes the cluster; the console was started without --allow-writes")
+        self.sent[api] += 1
+        now = time.monotonic()
+        self._recent.append(now)
+        while self._recent and self._recent[0] < now - _WINDOW_S:
+            self._recent.popleft()
+        return await super()._roundtrip(address, api, version, body)
+
+    async def metadata(self, topics=None):
+        meta = await super().metadata(topics)
+        now = time.monotonic()
+        for t in meta.topics.values():
+            for p in t.partitions.values():
+                self._leaders[(t.name, p.partition)] = (p.leader, now)
+        return meta
+
+    async def leader(self, topic: str, partition: int) -> int:
+        leader, when = self._leaders.get((topic, partition), (-1, 0.0))
+        if leader >= 0 and time.monotonic() - when < LEADER_TTL_S:
+            return leader
+        return await super().leader(topic, partition)
+
+    async def coordinator(self, key_type: int, key: str):
+        found, when = self._coordinators.get((key_type, key), (None, 0.0))
+        if found is None or time.monotonic() - when >= COORDINATOR_TTL_S:
+            found = await super().coordinator(key_type, key)
+            self._coordinators[(key_type, key)] = (found, time.monotonic())
+        return found
+
+    def requests_last_minute(self) -> int:
+        while self._recent and self._recent[0] < time.monotonic() - _WINDOW_S:
+            self._recent.popleft()
+        return len(self._recent)
+
+    async def topic_configs(self, topics: list[str], keys: list[str] | None = None) -> dict[str, dict[str, dict]]:
+        """Many topics' configs in one DescribeConfigs: topic -> name -> entry; a topic whose configs the
+        principal may not describe is left out."""
+        if not topics:
+            return {}
+        answer = await self.send("DescribeConfigs", {
+            "resources": [{"resource_type": CONFIG_TOPIC, "resource_name": t, "configuration_keys": keys}
+                          for t in topics], "include_synonyms": False, "include_documentation": False})
+        return {r["resource_name"]: {c["name"]: c for c in r["configs"]}
+                for r in answer["results"] if not r["error_code"]}
+
+    async def log_dir_sizes(self, nodes: list[int]) -> dict[tuple[str, int, int], int]:
+        """(topic, partition, node) -> bytes, from each broker's DescribeLogDirs (brokers that refuse are left out)."""
+        sizes = {}
+        for node in nodes:
+            try:
+                answer = await self.send("DescribeLogDirs", {"topics": None}, node)
+            except AdminError:
+                continue
+            if answer.get("error_code"):
+                continue
+            for result in answer["results"]:
+                for t in result["topics"] if not result["error_code"] else ():
+                    for p in t["partitions"]:
+                        if not p["is_future_key"]:
+                            sizes[(t["name"], p["partition_index"], node)] = p["partition_size"]
+        return sizes
+
+    async def scram_users(self) -> list[tuple[str, list[tuple[str, int]]]]:
+        """Every SCRAM user and its (mechanism, iterations); KafkaError when the principal may not describe them."""
+        answer = await self.send("DescribeUserScramCredentials", {"users": None})
+        check("DescribeUserScramCredentials", answer["error_code"], answer["error_message"])
+        return sorted((r["user"], [(SCRAM_MECHANISMS.get(c["mechanism"], str(c["mechanism"])), c["iterations"])
+                                   for c in r["credential_infos"]]) for r in answer["results"] if not r["error_code"])
+
+    async def fetch(self, topic: str, partition: int, offset: int, read_committed: bool,
+                    max_bytes: int = 1 << 20) -> dict:
+        """One Fetch of one partition from its leader at ``offset``, returning at once; the partition's answer."""
+        meta = await self.metadata([topic])
+        info = meta.topics.get(topic)
+        if info is None or info.error or partition not in info.partitions:
+            raise AdminError(f"{topic}-{partition}: no such partition")
+        leader = info.partitions[partition].leader
+        if leader < 0:
+            raise AdminError(f"{topic}-{partition} has no leader")
+
+        def body(version: int) -> dict:
+            named = {"topic_id": info.topic_id} if version >= 13 else {"topic": topic}
+            return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes,
+                    "isolation_level": int(read_committed), "session_id": 0, "session_epoch": -1,
+                    "topics": [{**named, "partitions": [{"partition": partition, "current_leader_epoch": -1,
+                                                         "fetch_offset": offset, "last_fetched_epoch": -1,
+                                                         "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+                    "forgotten_topics_data": [], "rack_id": ""}
+
+        answer = await self.send("Fetch", body, leader)
+        check(f"Fetch {topic}-{partition}", answer.get("error_code", 0))
+        (p,) = answer["responses"][0]["partitions"]
+        check(f"Fetch {topic}-{partition}", p["error_code"])
+        return p
