@@ -14,7 +14,7 @@ from storage.files import lock_directory
 
 from . import descriptors, shutdown
 from .admin import transactions
-from .console import command as console
+from .console import child as console_child, command as console
 from .config import BrokerConfig, ConfigError, describe_settings
 from .log_levels import apply_log_levels, log_levels_problem
 
@@ -54,6 +54,10 @@ def _serve(args) -> int:
         bound = bind_listeners(listeners)
         metrics_port = config["metrics.port"]
         metrics_socket = None if metrics_port is None else bind_socket(config["metrics.host"], metrics_port, "metrics.port")
+        console_socket = None
+        if config["console.port"] is not None:
+            console_child.check(config)
+            console_socket = bind_socket(config["console.host"], config["console.port"], "console.port")
     except ConfigError as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2
@@ -83,7 +87,14 @@ def _serve(args) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping, sig)
-        await serve(broker, stop, bound, metrics_socket)
+        console_task = None if console_socket is None else asyncio.ensure_future(
+            console_child.supervise(config, listeners[0], console_socket))
+        try:
+            await serve(broker, stop, bound, metrics_socket)
+        finally:
+            if console_task is not None:
+                console_task.cancel()
+                await asyncio.gather(console_task, return_exceptions=True)
 
     try:
         shutdown.run(run(), uvloop.new_event_loop)
