@@ -13,12 +13,16 @@ from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
 from . import descriptors, shutdown
-from .admin import transactions
+from .admin import acls, cluster_describe, configs, consumer_groups, topics, transactions
 from .console import child as console_child, command as console
 from .config import BrokerConfig, ConfigError, describe_settings
 from .log_levels import apply_log_levels, log_levels_problem
 
 log = logging.getLogger("moldau")
+
+# Kafka's admin tools, spoken over the Kafka protocol (broker/admin/)
+ADMIN_TOOLS = {"topics": topics, "consumer-groups": consumer_groups, "configs": configs, "acls": acls,
+               "transactions": transactions}
 
 
 def _serve(args) -> int:
@@ -160,11 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address (default %(default)s)")
     check.add_argument("--timeout", type=float, default=60.0, help="seconds allowed for reading (default %(default)s)")
     check.add_argument("--json", metavar="FILE", help="also write the verdict as JSON to FILE")
-    transactions.add_parser(sub)
+    for tool in ADMIN_TOOLS.values():
+        tool.add_parser(sub)
     console.add_parser(sub)
     cluster = sub.add_parser("cluster", help="try a cluster on one machine: `moldau cluster up`",
                              description="Start an etcd and N brokers on 127.0.0.1; Ctrl-C stops them all.")
-    cluster.add_argument("action", choices=["up"])
+    cluster.add_argument("action", choices=["up", "describe"])
+    cluster_describe.add_arguments(cluster)  # describe: any cluster's brokers, controller, partition health
     cluster.add_argument("--brokers", type=int, default=3, help="how many brokers (default %(default)s)")
     cluster.add_argument("--data", default="./moldau-cluster", help="data directory (default %(default)s)")
     cluster.add_argument("--port", type=int, default=9092, help="first broker's port (default %(default)s)")
@@ -182,10 +188,12 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "verify":
         return _verify(args)
-    if args.command == "transactions":
-        return transactions.run(args)
+    if args.command in ADMIN_TOOLS:
+        return ADMIN_TOOLS[args.command].run(args)
     if args.command == "console":
         return console.run(args)
+    if args.command == "cluster" and args.action == "describe":
+        return cluster_describe.run(args)
     if args.command == "cluster":
         from .cluster.local_cluster import cluster_up
 

@@ -25,6 +25,8 @@ A connection carries one request at a time; requests to different brokers run co
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 import struct
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -35,12 +37,16 @@ from protocol.frames import API_KEYS
 from ..cluster.client_security import ClientSecurity
 from ..cluster.network import BrokerConnection
 from ..errors import ErrorCode
+from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
 
 CLIENT_ID = "moldau-admin"
 SOFTWARE_VERSION = "1"
 
 # Newer versions than these name topics by id only; the admin requests here name them.
 _CEILINGS = {"OffsetFetch": 9, "OffsetCommit": 9}
+
+# pauses before trying the brokers again when none answered (one restarting, a refused connection)
+_RECONNECT_BACKOFF_S = (0.1, 0.3)
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
@@ -55,6 +61,7 @@ OPERATIONS = {"unknown": 0, "any": 1, "all": 2, "read": 3, "write": 4, "create":
               "idempotent_write": 12, "create_tokens": 13, "describe_tokens": 14}
 PERMISSIONS = {"unknown": 0, "any": 1, "deny": 2, "allow": 3}
 CONFIG_SET, CONFIG_DELETE = 0, 1  # IncrementalAlterConfigs operations
+MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2  # DescribeClientQuotas match types
 
 
 class AdminError(Exception):
@@ -206,13 +213,15 @@ class AdminClient:
                 raise AdminError(f"no broker {node} in the cluster's metadata")
             return await self._send_to((broker.host, broker.port), api, body)
         addresses = list(dict.fromkeys([*self.bootstrap, *((b.host, b.port) for b in self.brokers.values())]))
-        for i, address in enumerate(addresses):
-            try:
-                return await self._send_to(address, api, body)
-            except _Unreachable:
-                if i == len(addresses) - 1:
-                    raise
-        raise AssertionError("unreachable")
+        for backoff in (*_RECONNECT_BACKOFF_S, None):
+            for address in addresses:
+                try:
+                    return await self._send_to(address, api, body)
+                except _Unreachable:
+                    if backoff is None and address == addresses[-1]:
+                        raise
+            await asyncio.sleep(backoff)
+        raise AssertionError("not reached")
 
     async def send_to_leader(self, topic: str, partition: int, api: str, body: dict | Callable[[int], dict]) -> dict:
         return await self.send(api, body, await self.leader(topic, partition))
@@ -432,13 +441,13 @@ class AdminClient:
         (result,) = answer["responses"]
         check(f"alter configs of {name or 'the default'}", result["error_code"], result["error_message"])
 
-    async def describe_client_quotas(self, components: list[tuple[str, str | None]],
+    async def describe_client_quotas(self, components: list[tuple[str, int, str | None]],
                                      strict: bool = False) -> list[tuple[dict[str, str | None], dict[str, float]]]:
-        """Quotas of the entities matching ``components`` ((entity type, name): a name, None for the
-        default entity); each as ({entity type: name}, {quota: value})."""
+        """Quotas of the entities matching ``components`` ((entity type "user" / "client-id" / "ip", MATCH_EXACT
+        / MATCH_DEFAULT / MATCH_SPECIFIED, name for MATCH_EXACT)); ``strict``: entities of only these types.
+        Each as ({entity type: name, None for the default}, {quota: value})."""
         answer = await self.send("DescribeClientQuotas", {"components": [
-            {"entity_type": t, "match_type": 1 if n is None else 0, "match": n} for t, n in components],
-            "strict": strict})
+            {"entity_type": t, "match_type": m, "match": n} for t, m, n in components], "strict": strict})
         check("DescribeClientQuotas", answer["error_code"], answer["error_message"])
         return [({e["entity_type"]: e["entity_name"] for e in entry["entity"]},
                  {v["key"]: v["value"] for v in entry["values"]}) for entry in answer["entries"] or []]
@@ -451,6 +460,36 @@ class AdminClient:
                    + [{"key": k, "value": 0.0, "remove": True} for k in remove]}], "validate_only": False})
         for entry in answer["entries"]:
             check("AlterClientQuotas", entry["error_code"], entry["error_message"])
+
+    async def describe_user_scram_credentials(self, users: list[str] | None = None) -> dict[str, dict[int, int]]:
+        """Each user's SCRAM credentials as {mechanism type: iterations} (None: every user); users without
+        any are left out."""
+        answer = await self.send("DescribeUserScramCredentials",
+                                 {"users": None if users is None else [{"name": u} for u in users]})
+        check("DescribeUserScramCredentials", answer["error_code"], answer["error_message"])
+        found = {}
+        for r in answer["results"]:
+            if r["error_code"] == ErrorCode.RESOURCE_NOT_FOUND:
+                continue
+            check(f"SCRAM credentials of {r['user']}", r["error_code"], r["error_message"])
+            found[r["user"]] = {c["mechanism"]: c["iterations"] for c in r["credential_infos"]}
+        return found
+
+    async def alter_user_scram_credentials(self, user: str, upsert: dict[str, tuple[int, str]],
+                                           delete: Iterable[str] = ()) -> None:
+        """Set a user's SCRAM credentials ({mechanism name: (iterations, password)}); the broker gets a salted
+        password (PBKDF2 with a fresh salt), never the password. ``delete``: mechanism names."""
+        upsertions = []
+        for mechanism, (iterations, password) in upsert.items():
+            type_, digest = SCRAM_MECHANISMS[mechanism]
+            salt = os.urandom(32)
+            upsertions.append({"name": user, "mechanism": type_, "iterations": iterations, "salt": salt,
+                               "salted_password": hashlib.pbkdf2_hmac(digest, password.encode(), salt, iterations)})
+        answer = await self.send_to_controller("AlterUserScramCredentials", {
+            "deletions": [{"name": user, "mechanism": SCRAM_MECHANISMS[m][0]} for m in delete],
+            "upsertions": upsertions})
+        for r in answer["results"]:
+            check(f"SCRAM credentials of {r['user']}", r["error_code"], r["error_message"])
 
     # --- consumer groups ---------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""What every admin tool shares: --bootstrap-server, --command-config and --timeout, and one line and exit
-code 1 for anything that goes wrong (a bad argument, an unreachable cluster, a Kafka error)."""
+"""What every admin tool shares: --bootstrap-server and --command-config, and one line and exit code 1 for
+anything that goes wrong (a bad argument, an unreachable cluster, a Kafka error). Requests time out after
+request.timeout.ms of --command-config (default 30000), or kafka-consumer-groups' --timeout (ms)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,6 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--command-config", metavar="FILE",
                         help="client properties: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*, "
                              "request.timeout.ms")
-    parser.add_argument("--timeout", type=float, metavar="SECONDS",
-                        help="seconds per request (default: request.timeout.ms of --command-config, else 30)")
 
 
 def connect(args) -> AdminClient:
@@ -40,14 +39,14 @@ def connect(args) -> AdminClient:
             raise UsageError(f"--command-config {exc}") from None
     try:
         security = client_security.from_properties(properties)
-        timeout = args.timeout if args.timeout is not None else int(properties.get("request.timeout.ms", 30000)) / 1000
+        timeout_ms = getattr(args, "timeout", None) or int(properties.get("request.timeout.ms", 30000))
     except ConfigError as exc:
         raise UsageError(f"--command-config {args.command_config}: {exc}") from None
     except ValueError:
         raise UsageError(f"--command-config {args.command_config}: request.timeout.ms is not a number") from None
-    if timeout <= 0:
-        raise UsageError("--timeout must be more than 0")
-    return AdminClient(args.bootstrap_server, security, timeout_s=timeout)
+    if timeout_ms <= 0:
+        raise UsageError("the request timeout must be more than 0 ms")
+    return AdminClient(args.bootstrap_server, security, timeout_s=timeout_ms / 1000)
 
 
 def run(tool: str, args, work: Callable[[AdminClient], Awaitable[int | None]]) -> int:

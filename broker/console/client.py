@@ -15,7 +15,6 @@ READS = frozenset({
     "DescribeLogDirs", "ListGroups", "DescribeGroups", "ConsumerGroupDescribe", "OffsetFetch", "DescribeAcls",
     "DescribeUserScramCredentials", "ListTransactions", "DescribeTransactions", "DescribeProducers",
 })
-SCRAM_MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 _WINDOW_S = 60.0
 # How long a leader or coordinator the cluster named is taken as still true: the admin client's helpers ask
 # again for each partition (describe_producers, send_to_leader) and each group request.
@@ -99,13 +98,6 @@ class ConsoleClient(AdminClient):
                         if not p["is_future_key"]:
                             sizes[(t["name"], p["partition_index"], node)] = p["partition_size"]
         return sizes
-
-    async def scram_users(self) -> list[tuple[str, list[tuple[str, int]]]]:
-        """Every SCRAM user and its (mechanism, iterations); KafkaError when the principal may not describe them."""
-        answer = await self.send("DescribeUserScramCredentials", {"users": None})
-        check("DescribeUserScramCredentials", answer["error_code"], answer["error_message"])
-        return sorted((r["user"], [(SCRAM_MECHANISMS.get(c["mechanism"], str(c["mechanism"])), c["iterations"])
-                                   for c in r["credential_infos"]]) for r in answer["results"] if not r["error_code"])
 
     async def fetch(self, topic: str, partition: int, offset: int, read_committed: bool,
                     max_bytes: int = 1 << 20) -> dict:

@@ -14,6 +14,7 @@ from ..admin.client import (
     CONFIG_TOPIC, EARLIEST, LATEST, OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES, AclBinding, KafkaError,
 )
 from ..errors import ErrorCode
+from ..security.scram_credentials import MECHANISM_BY_TYPE
 from .client import ConsoleClient
 from .lag import LagHistory
 
@@ -371,6 +372,8 @@ async def acls(client: ConsoleClient) -> tuple[list[AclRow], str | None]:
 async def scram_users(client: ConsoleClient) -> tuple[list, str | None]:
     """One DescribeUserScramCredentials; (users, why there are none to show)."""
     try:
-        return await client.scram_users(), None
+        found = await client.describe_user_scram_credentials()
     except KafkaError as exc:
         return [], refused(exc)
+    return sorted((user, [(MECHANISM_BY_TYPE.get(m, str(m)), iterations) for m, iterations in sorted(c.items())])
+                  for user, c in found.items()), None

@@ -1,0 +1,301 @@
+"""`moldau consumer-groups`: kafka-consumer-groups.sh's flags and output (ConsumerGroupCommand): --list,
+--describe (offsets and lag, --members, --state), --reset-offsets and --delete.
+
+Lag is the partition's log end offset (ListOffsets latest, read_uncommitted, from its leader) minus the
+group's committed offset (OffsetFetch from the group's coordinator). Offsets are reset, as Kafka does, only
+in a group without members (Empty, or unknown), by an OffsetCommit of generation -1.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+
+from ..errors import ErrorCode
+from . import command
+from .client import EARLIEST, LATEST, AdminClient, GroupDescription, KafkaError, error_name
+from .command import UsageError
+
+TOOL = "consumer-groups"
+MISSING = "-"
+INACTIVE = ("Empty", "Dead")
+REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
+SCENARIOS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(TOOL, help="list, describe, reset and delete consumer groups "
+                                       "(like kafka-consumer-groups.sh)",
+                            description="List consumer groups, describe their offsets, lag and members, reset "
+                                        "their offsets and delete them, as kafka-consumer-groups.sh does.")
+    command.add_connection_arguments(parser)
+    parser.add_argument("--timeout", type=int, metavar="MS", help="milliseconds per request (default: "
+                        "request.timeout.ms of --command-config, else 30000)")
+    actions = parser.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--list", action="store_true", help="list all consumer groups")
+    actions.add_argument("--describe", action="store_true", help="describe consumer groups: offsets and lag, "
+                                                                 "--members or --state")
+    actions.add_argument("--reset-offsets", action="store_true", help="reset a group's offsets (--dry-run by "
+                                                                      "default; --execute to commit)")
+    actions.add_argument("--delete", action="store_true", help="delete consumer groups")
+    parser.add_argument("--group", action="append", default=[], help="a consumer group (repeatable)")
+    parser.add_argument("--all-groups", action="store_true", help="every consumer group")
+    parser.add_argument("--members", action="store_true", help="with --describe: the group's members")
+    parser.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (the default)")
+    parser.add_argument("--state", nargs="?", const="", metavar="STATES",
+                        help="with --describe: the group's state; with --list: show states, or only groups in "
+                             "these comma-separated states")
+    parser.add_argument("--verbose", action="store_true", help="with --members: each member's assignment")
+    parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
+                        help="with --reset-offsets: a topic, or some of its partitions (repeatable)")
+    parser.add_argument("--all-topics", action="store_true", help="with --reset-offsets: every topic the group "
+                                                                  "has offsets for")
+    parser.add_argument("--to-earliest", action="store_true", help="reset to each partition's first offset")
+    parser.add_argument("--to-latest", action="store_true", help="reset to each partition's log end offset")
+    parser.add_argument("--to-offset", type=int, metavar="OFFSET", help="reset to this offset (clamped to the log)")
+    parser.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                        help="reset to the first offset at or after this time (local time unless it names a zone)")
+    parser.add_argument("--shift-by", type=int, metavar="N", help="move the committed offsets by N (clamped)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="show the new offsets only (the default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+
+
+def run(args) -> int:
+    try:
+        _check(args)
+    except UsageError as exc:
+        return command.fail(TOOL, str(exc))
+    action = next(a for a in ("list", "describe", "reset_offsets", "delete") if getattr(args, a))
+    return command.run(TOOL, args, lambda admin: _ACTIONS[action](admin, args))
+
+
+def _check(args) -> None:
+    if (args.describe or args.reset_offsets or args.delete) and not (args.group or args.all_groups):
+        raise UsageError("--describe, --reset-offsets and --delete need --group or --all-groups")
+    if args.group and args.all_groups:
+        raise UsageError("--group and --all-groups exclude each other")
+    if args.describe and sum(map(bool, (args.members, args.offsets, args.state is not None))) > 1:
+        raise UsageError("--describe takes one of --members, --offsets and --state")
+    if args.reset_offsets:
+        chosen = [s for s in SCENARIOS if getattr(args, s) not in (None, False)]
+        if len(chosen) != 1:
+            raise UsageError("--reset-offsets needs one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
+                             "--shift-by")
+        if bool(args.topic) == args.all_topics:
+            raise UsageError("--reset-offsets needs --topic or --all-topics (one of them)")
+        if args.to_datetime is not None:
+            args.timestamp_ms = parse_datetime(args.to_datetime)
+    elif args.topic or args.all_topics or any(getattr(args, s) not in (None, False) for s in SCENARIOS) \
+            or args.execute or args.dry_run:
+        raise UsageError("--topic, --all-topics, the --to-* and --shift-by scenarios, --dry-run and --execute go "
+                         "with --reset-offsets")
+
+
+def parse_datetime(text: str) -> int:
+    """Kafka's --to-datetime (yyyy-MM-dd'T'HH:mm:ss.SSS, optionally with a zone) in ms since the epoch."""
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--to-datetime {text!r} is not YYYY-MM-DDTHH:mm:SS.sss[zone]") from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # the local zone, as Kafka's tool assumes
+    return int(moment.timestamp() * 1000)
+
+
+async def _groups(admin: AdminClient, args) -> list[str]:
+    if not args.all_groups:
+        return args.group
+    return sorted(g["group_id"] for g in await admin.list_groups() if g["protocol_type"] in ("consumer", ""))
+
+
+async def _list(admin: AdminClient, args) -> None:
+    groups = [g for g in await admin.list_groups() if g["protocol_type"] in ("consumer", "")]
+    if args.state is None:
+        for g in groups:
+            print(g["group_id"])
+        return
+    wanted = {s.strip().lower() for s in args.state.split(",") if s.strip()}
+    groups = [g for g in groups if not wanted or g.get("group_state", "").lower() in wanted]
+    width = max([15, *(len(g["group_id"]) for g in groups)]) + 10
+    print(f"{'GROUP':<{width}} {'STATE':<20}")
+    for g in groups:
+        print(f"{g['group_id']:<{width}} {g.get('group_state', 'Unknown') or 'Unknown':<20}")
+
+
+def _note_state(group: GroupDescription) -> None:
+    """Kafka's notes on the group's state, on stderr; a group that does not exist is an error."""
+    if group.state == "Dead":
+        raise UsageError(f"Consumer group '{group.group_id}' does not exist.")
+    if group.state == "Empty":
+        print(f"\nConsumer group '{group.group_id}' has no active members.", file=sys.stderr)
+    elif group.state in REBALANCING:
+        print(f"\nWarning: Consumer group '{group.group_id}' is rebalancing.", file=sys.stderr)
+
+
+async def lag_rows(admin: AdminClient, group: GroupDescription) -> list[tuple]:
+    """kafka-consumer-groups --describe's rows: (group, topic, partition, current offset, log end offset, lag,
+    consumer id, host, client id); "-" where there is none."""
+    committed = await admin.list_group_offsets(group.group_id)
+    assigned = sorted((m for m in group.members if m.assignment), key=lambda m: -len(m.assignment))
+    owned = {tp for m in assigned for tp in m.assignment}
+    partitions = sorted(owned | set(committed))
+    ends = await admin.list_offsets(partitions, LATEST) if partitions else {}
+    rows = []
+    for m in assigned:
+        for tp in sorted(m.assignment):
+            rows.append(_row(group.group_id, tp, committed.get(tp), ends.get(tp), m.member_id, m.host, m.client_id))
+    for tp in sorted(set(committed) - owned):
+        rows.append(_row(group.group_id, tp, committed[tp], ends.get(tp), MISSING, MISSING, MISSING))
+    return rows
+
+
+def _row(group_id, tp, offset, end, consumer, host, client) -> tuple:
+    lag = end - offset if offset is not None and end is not None else None
+    return (group_id, tp[0], tp[1], *(MISSING if v is None else v for v in (offset, end, lag)), consumer, host, client)
+
+
+async def _describe(admin: AdminClient, args) -> None:
+    for group_id in await _groups(admin, args):
+        group = await admin.describe_group(group_id)
+        _note_state(group)
+        if args.members:
+            _print_members(group, args.verbose)
+        elif args.state is not None:
+            _print_state(group)
+        else:
+            rows = await lag_rows(admin, group)
+            if rows:
+                widths = [max(15, *(len(str(r[i])) for r in rows)) for i in (0, 1, 6, 7)]
+                fmt = "{:<%d} {:<%d} {:<10} {:<15} {:<15} {:<15} {:<%d} {:<%d} {}" % tuple(widths)
+                print()
+                print(fmt.format("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                                 "CONSUMER-ID", "HOST", "CLIENT-ID"))
+                for r in rows:
+                    print(fmt.format(*map(str, r)))
+                print()
+
+
+def _print_members(group: GroupDescription, verbose: bool) -> None:
+    members = group.members
+    instance = any(m.group_instance_id for m in members)
+    widths = {"group": max(15, len(group.group_id)), "id": max([15, *(len(m.member_id) for m in members)]),
+              "instance": max([17, *(len(m.group_instance_id or "") for m in members)]),
+              "host": max([15, *(len(m.host) for m in members)]), "client": max([15, *(len(m.client_id) for m in members)])}
+
+    def line(g, i, gi, h, c, n, assignment=None) -> str:
+        cells = [f"{g:<{widths['group']}}", f"{i:<{widths['id']}}"] + (
+            [f"{gi:<{widths['instance']}}"] if instance else []) + [
+            f"{h:<{widths['host']}}", f"{c:<{widths['client']}}", f"{n:<15}"]
+        text = " ".join(cells) + " "
+        return text + (assignment if verbose and assignment is not None else "")
+
+    print()
+    print(line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"))
+    for m in members:
+        print(line(group.group_id, m.member_id, m.group_instance_id or "", m.host, m.client_id, str(len(m.assignment)),
+                   _assignment_text(m.assignment)))
+
+
+def _assignment_text(assignment: list[tuple[str, int]]) -> str:
+    if not assignment:
+        return MISSING
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in assignment:
+        by_topic.setdefault(topic, []).append(partition)
+    return ";".join(sorted(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in by_topic.items()))
+
+
+def _print_state(group: GroupDescription) -> None:
+    coordinator = f"{group.coordinator.host}:{group.coordinator.port}  ({group.coordinator.node_id})"
+    fmt = "{:<%d} {:<%d} {:<20} {:<20} {}" % (max(15, len(group.group_id)), max(25, len(coordinator)))
+    print()
+    print(fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"))
+    print(fmt.format(group.group_id, coordinator, group.protocol or MISSING, group.state, len(group.members)))
+
+
+async def reset_plan(admin: AdminClient, group_id: str, args) -> dict[tuple[str, int], int]:
+    """The new offsets --reset-offsets asks for, clamped to each log's range as Kafka clamps them."""
+    committed = await admin.list_group_offsets(group_id)
+    partitions = sorted(committed) if args.all_topics else await _partitions(admin, args.topic)
+    if not partitions:
+        return {}
+    earliest = await admin.list_offsets(partitions, EARLIEST)
+    latest = await admin.list_offsets(partitions, LATEST)
+
+    def clamp(tp, offset):
+        return max(earliest[tp], min(latest[tp], offset))
+
+    if args.to_earliest:
+        return dict(earliest)
+    if args.to_latest:
+        return dict(latest)
+    if args.to_offset is not None:
+        return {tp: clamp(tp, args.to_offset) for tp in partitions}
+    if args.to_datetime is not None:
+        found = await admin.list_offsets(partitions, args.timestamp_ms)
+        return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions}
+    missing = [tp for tp in partitions if tp not in committed]
+    if missing:
+        raise UsageError(f"cannot shift the offset of {missing[0][0]}-{missing[0][1]}: the group has no committed "
+                         "offset there")
+    return {tp: clamp(tp, committed[tp] + args.shift_by) for tp in partitions}
+
+
+async def _partitions(admin: AdminClient, topics: list[str]) -> list[tuple[str, int]]:
+    named, whole = [], []
+    for arg in topics:
+        topic, sep, partitions = arg.partition(":")
+        if not sep:
+            whole.append(topic)
+            continue
+        try:
+            named += [(topic, int(p)) for p in partitions.split(",")]
+        except ValueError:
+            raise UsageError(f"--topic {arg!r}: expected TOPIC or TOPIC:PARTITION[,PARTITION...]") from None
+    meta = await admin.metadata(sorted({t for t, _ in named} | set(whole)))
+    for topic, info in meta.topics.items():
+        if info.error:
+            raise UsageError(f"--topic {topic}: no such topic")
+    for topic, partition in named:
+        if partition not in meta.topics[topic].partitions:
+            raise UsageError(f"--topic {topic}: no partition {partition}")
+    return sorted(set(named) | {(t, p) for t in whole for p in meta.topics[t].partitions})
+
+
+async def _reset_offsets(admin: AdminClient, args) -> None:
+    plans = {}
+    for group_id in await _groups(admin, args):
+        try:
+            state = (await admin.describe_group(group_id)).state
+        except KafkaError as exc:
+            if exc.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                raise
+            state = "Dead"
+        if state not in INACTIVE:
+            raise UsageError(f"Assignments can only be reset if the group '{group_id}' is inactive, but the current "
+                             f"state is {state}.")
+        plans[group_id] = await reset_plan(admin, group_id, args)
+        if args.execute and plans[group_id]:
+            await admin.alter_group_offsets(group_id, plans[group_id])
+    rows = [(g, t, p, o) for g, plan in plans.items() for (t, p), o in sorted(plan.items())]
+    fmt = "{:<%d} {:<%d} {:<10} {}" % (max([15, *(len(r[0]) for r in rows)]), max([15, *(len(r[1]) for r in rows)]))
+    print()
+    if plans:
+        print(fmt.format("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"))
+    for r in rows:
+        print(fmt.format(*map(str, r)))
+
+
+async def _delete(admin: AdminClient, args) -> None:
+    groups = await _groups(admin, args)
+    results = await admin.delete_groups(groups)
+    failed = {g: code for g, code in results.items() if code}
+    if failed:
+        raise UsageError("Deletion of some consumer groups failed: " + ", ".join(
+            f"'{g}': {error_name(code)}" for g, code in failed.items()))
+    names = ", ".join(f"'{g}'" for g in groups)
+    print(f"Deletion of requested consumer groups ({names}) was successful.")
+
+
+_ACTIONS = {"list": _list, "describe": _describe, "reset_offsets": _reset_offsets, "delete": _delete}
