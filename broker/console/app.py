@@ -14,7 +14,7 @@ import logging
 import time
 from datetime import datetime, timezone
 from importlib.resources import files
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote
 
 import jinja2
 from starlette.applications import Starlette
@@ -174,9 +174,9 @@ class Console:
     async def abort(self, request: Request) -> Response:
         if not self.client.allow_writes:
             raise HTTPException(403, "the console was started without --allow-writes")
-        form = await request.form()
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))  # (a plain form: no multipart parser)
         try:
-            topic, partition, start = form["topic"], int(form["partition"]), int(form["start_offset"])
+            topic, partition, start = form["topic"][0], int(form["partition"][0]), int(form["start_offset"][0])
         except (KeyError, ValueError):
             raise HTTPException(400, "topic, partition and start_offset are needed") from None
         try:

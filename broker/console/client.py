@@ -35,9 +35,13 @@ class ConsoleClient(AdminClient):
         self._leaders: dict[tuple[str, int], tuple[int, float]] = {}  # (topic, partition) -> (leader, when)
         self._coordinators: dict[tuple[int, str], tuple[object, float]] = {}
 
-    async def _roundtrip(self, address, api, version, body):
+    async def send_versioned(self, api, body, node=None):
+        # every request but ApiVersions comes through here, before any connection is made
         if api not in READS and not self.allow_writes:
             raise ReadOnly(f"{api} changes the cluster; the console was started without --allow-writes")
+        return await super().send_versioned(api, body, node)
+
+    async def _roundtrip(self, address, api, version, body):
         self.sent[api] += 1
         now = time.monotonic()
         self._recent.append(now)

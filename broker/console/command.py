@@ -24,7 +24,8 @@ def add_parser(sub) -> None:
         description="Serve the web console for a Kafka cluster, which it reads with the Kafka protocol alone. "
                     "See docs/console.md.")
     command.add_connection_arguments(parser)
-    parser.set_defaults(timeout=10.0)  # a page waits at most this long for a broker that does not answer
+    parser.add_argument("--timeout", type=int, default=10_000, metavar="MS",
+                        help="how long a page waits for a broker that does not answer (default %(default)s)")
     parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default %(default)s)")
     parser.add_argument("--port", type=int, default=8080, help="port to serve on (default %(default)s)")
     parser.add_argument("--allow-writes", action="store_true",

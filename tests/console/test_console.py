@@ -12,9 +12,13 @@ from urllib.parse import urlparse
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, NewTopic, ResourcePatternType, ResourceType
+from confluent_kafka.admin import (
+    AclBinding, AclOperation, AclPermissionType, NewTopic, ResourcePatternType, ResourceType, ScramCredentialInfo,
+    ScramMechanism, UserScramCredentialUpsertion,
+)
 
 from conftest import free_port
+from protocol.records import build_batch
 from helpers.console import ARTIFACTS, cell, chromium, no_trace, screenshot, start_console  # noqa: F401 (fixture)
 from helpers.kafka import COMMON, admin, create_topic
 
@@ -112,6 +116,12 @@ def test_console_pages_in_chromium(broker, start_console, tmp_path):
     for i in range(2):
         txn.produce(TXN_TOPIC, f"open-{i}".encode(), partition=0)
     assert txn.flush(30) == 0
+
+    a = admin(bootstrap)  # referenced until the answer is in
+    scram = a.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "reporter", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"reporter-secret")])
+    for future in scram.values():
+        future.result(30)
 
     console = start_console(bootstrap)
     dead = start_console(f"127.0.0.1:{free_port()}")  # a cluster that is not there
@@ -236,9 +246,12 @@ def test_console_pages_in_chromium(broker, start_console, tmp_path):
         assert "hanging" not in cell(page, "#partition-transactions")  # its coordinator holds it
         assert page.locator("form[action='/transactions/abort']").count() == 0  # read-only console
         screenshot(page, "transactions")
-        for path in ("/acls", "/users"):
-            page.goto(console.url + path)
-            screenshot(page, path.strip("/"))
+        page.goto(console.url + "/users")
+        assert cell(page, "#users tbody") == "reporter\tSCRAM-SHA-256 (8192)"
+        screenshot(page, "users")
+        page.goto(console.url + "/acls")
+        assert cell(page, "#why") == "the cluster has no authorizer"
+        screenshot(page, "acls")
 
         # --- read-only: nothing but reads was ever sent, and the one write action is refused ----------------
         assert console.post("/transactions/abort", {"topic": TXN_TOPIC, "partition": 0, "start_offset": 3}) == 403
@@ -320,3 +333,43 @@ def test_console_over_sasl_sees_only_what_its_principal_may(start_broker, start_
         assert "refused the login" in cell(page, "#error-message") or "SASL" in cell(page, "#error-message")
         no_trace(page.content())
         screenshot(page, "sasl-refused-login")
+
+
+HAND_MADE_PID = 987_654
+
+
+def test_console_flags_a_hanging_transaction_and_aborts_it_only_with_allow_writes(start_broker, start_console):
+    """A transactional batch of a producer id no coordinator knows, appended while the broker is down (as
+    tests/integration/test_hanging_transactions.py makes one), hangs: flagged on both consoles, and the
+    Abort button offered and working only on the one started with --allow-writes."""
+    broker = start_broker()
+    create_topic(broker.bootstrap, "wedged", 1)
+    p = Producer({**COMMON, "bootstrap.servers": broker.bootstrap})
+    p.produce("wedged", b"before", partition=0)
+    assert p.flush(30) == 0
+    del p
+    broker.kill()
+    with broker.segment_files("wedged", 0)[-1].open("ab") as f:
+        f.write(build_batch([(None, b"hanging")], base_offset=1, producer_id=HAND_MADE_PID, producer_epoch=3,
+                            base_sequence=0, transactional=True, timestamp_ms=int(time.time() * 1000) - 120_000))
+    broker.start()
+    reader = start_console(broker.bootstrap, "--max-transaction-timeout", "1")
+    writer = start_console(broker.bootstrap, "--max-transaction-timeout", "1", "--allow-writes")
+    with chromium() as page:
+        page.goto(reader.url + "/transactions")
+        assert "hanging" in cell(page, "#partition-transactions tr.hanging")
+        assert str(HAND_MADE_PID) in cell(page, "#partition-transactions tr.hanging")
+        assert page.locator("form[action='/transactions/abort']").count() == 0
+        page.goto(writer.url + "/topics/wedged")
+        assert (cell(page, "#partition-0 .stable"), cell(page, "#partition-0 .end")) == ("1", "2")
+        page.goto(writer.url + "/transactions")
+        screenshot(page, "transactions-hanging")
+        with page.expect_navigation():
+            page.click("#partition-transactions tr.hanging button")
+        assert "notice=" in page.url, (page.url, cell(page, "main"))
+        assert cell(page, "#notice").startswith(f"aborted the transaction of producer {HAND_MADE_PID} at offset 1")
+        assert page.locator("#partition-transactions tr.hanging").count() == 0
+        page.goto(writer.url + "/topics/wedged")
+        assert (cell(page, "#partition-0 .stable"), cell(page, "#partition-0 .end")) == ("3", "3")
+    assert "WriteTxnMarkers" not in reader.stats()["requests_by_api"]
+    assert writer.stats()["requests_by_api"]["WriteTxnMarkers"] == 1

@@ -32,7 +32,7 @@ class ConsoleProcess:
         self.bootstrap = bootstrap
         self.log_path = Path(workdir) / f"console-{self.port}.log"
         command = [sys.executable, "-m", "broker", "console", "--bootstrap-server", bootstrap,
-                   "--port", str(self.port), "--timeout", "5", *extra]
+                   "--port", str(self.port), "--timeout", "5000", *extra]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(command, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
