@@ -132,13 +132,14 @@ class Console:
 
     async def topic(self, request: Request) -> Response:
         name = request.path_params["name"]
-        view = await self.cached(("topic", name), lambda: state.topic(self.client, name))
+        live = bool(request.headers.get("x-console-live"))  # the partitions alone: configs and records are read on load
+        view = await self.cached(("topic", name, live), lambda: state.topic(self.client, name, configs=not live))
         q = request.query_params
         browser = {"partition": q.get("partition", ""), "count": q.get("count", str(DEFAULT_COUNT)),
                    "offset": q.get("offset", ""), "timestamp": q.get("timestamp", ""),
                    "read_committed": q.get("isolation") == "read_committed"}
         messages = problem = None
-        if not request.headers.get("x-console-live"):  # the records are read once, when the page loads
+        if not live:
             try:
                 partition = int(browser["partition"] or (view.partitions[0].partition if view.partitions else 0))
                 browser["partition"] = str(partition)

@@ -19,6 +19,7 @@ _WINDOW_S = 60.0
 # How long a leader or coordinator the cluster named is taken as still true: the admin client's helpers ask
 # again for each partition (describe_producers, send_to_leader) and each group request.
 LEADER_TTL_S = 2.0
+METADATA_TTL_S = 1.0  # the same Metadata asked again within a page's gathering (list_offsets asks its own)
 COORDINATOR_TTL_S = 10.0
 
 
@@ -32,6 +33,7 @@ class ConsoleClient(AdminClient):
         self.allow_writes = allow_writes
         self.sent: Counter = Counter()  # API name -> requests since start
         self._recent: deque[float] = deque()  # send times within the last minute
+        self._metadata: dict[tuple | None, tuple[object, float]] = {}  # topics asked -> (answer, when)
         self._leaders: dict[tuple[str, int], tuple[int, float]] = {}  # (topic, partition) -> (leader, when)
         self._coordinators: dict[tuple[int, str], tuple[object, float]] = {}
 
@@ -50,8 +52,14 @@ class ConsoleClient(AdminClient):
         return await super()._roundtrip(address, api, version, body)
 
     async def metadata(self, topics=None):
+        key = None if topics is None else tuple(sorted(topics))
+        meta, when = self._metadata.get(key, (None, 0.0))
+        if meta is not None and time.monotonic() - when < METADATA_TTL_S:
+            return meta
         meta = await super().metadata(topics)
         now = time.monotonic()
+        self._metadata = {k: v for k, v in self._metadata.items() if now - v[1] < METADATA_TTL_S}
+        self._metadata[key] = (meta, now)
         for t in meta.topics.values():
             for p in t.partitions.values():
                 self._leaders[(t.name, p.partition)] = (p.leader, now)

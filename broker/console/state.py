@@ -173,8 +173,9 @@ class TopicView:
     configs_refused: str | None = None
 
 
-async def topic(client: ConsoleClient, name: str) -> TopicView:
-    """Metadata, three ListOffsets rounds (start, high watermark, last stable offset) and DescribeConfigs."""
+async def topic(client: ConsoleClient, name: str, configs: bool = True) -> TopicView:
+    """Metadata, three ListOffsets rounds (start, high watermark, last stable offset) and (``configs``)
+    DescribeConfigs."""
     meta = await client.metadata([name])
     info = meta.topics.get(name)
     if info is None or info.error:
@@ -187,10 +188,11 @@ async def topic(client: ConsoleClient, name: str) -> TopicView:
         PartitionRow(p.partition, p.leader, p.replicas, p.isr, p.offline, starts.get((name, p.partition)),
                      ends.get((name, p.partition)), stable.get((name, p.partition)))
         for p in sorted(info.partitions.values(), key=lambda p: p.partition)])
-    try:
-        view.configs = sorted(await client.describe_configs(CONFIG_TOPIC, name), key=lambda c: c["name"])
-    except KafkaError as exc:
-        view.configs_refused = refused(exc)
+    if configs:
+        try:
+            view.configs = sorted(await client.describe_configs(CONFIG_TOPIC, name), key=lambda c: c["name"])
+        except KafkaError as exc:
+            view.configs_refused = refused(exc)
     return view
 
 
