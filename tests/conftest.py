@@ -380,6 +380,7 @@ LONG = (
     "tests/cluster/test_cluster_transactions_clients.py::test_markers_follow_a_partition_whose_leader_moved",
     "tests/cluster/test_cluster_topic_claims.py",
     "tests/security/test_sasl.py",
+    "tests/console/test_console.py::test_console_pages_in_chromium",
     "tests/reliability/test_wire_fuzz.py",
     "tests/integration/test_topic_configs.py",
     "tests/reliability/test_txn_model.py",
