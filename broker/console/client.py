@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 
-from ..admin.client import CONFIG_TOPIC, AdminClient, AdminError, check
+from ..admin.client import CONFIG_TOPIC, GROUP_KEY, AdminClient, AdminError, Broker, KafkaError, check
+from ..errors import ErrorCode
 
 # Requests that only read. Anything else (WriteTxnMarkers, the console's one write) needs --allow-writes.
 READS = frozenset({
@@ -110,6 +111,68 @@ class ConsoleClient(AdminClient):
                         if not p["is_future_key"]:
                             sizes[(t["name"], p["partition_index"], node)] = p["partition_size"]
         return sizes
+
+    async def group_coordinators(self, group_ids: list[str]) -> dict[str, Broker]:
+        """Each group's coordinator: from the cache, or one FindCoordinator for all the others (v4 batches
+        keys; an older broker is asked once per group). Groups whose coordinator is not found are left out."""
+        now = time.monotonic()
+        missing = [g for g in group_ids
+                   if now - self._coordinators.get((GROUP_KEY, g), (None, 0.0))[1] >= COORDINATOR_TTL_S]
+        if missing:
+            def body(version: int) -> dict:
+                if version >= 4:
+                    return {"key_type": GROUP_KEY, "coordinator_keys": missing}
+                return {"key_type": GROUP_KEY, "key": missing[0]}
+
+            version, answer = await self.send_versioned("FindCoordinator", body)
+            found = answer["coordinators"] if version >= 4 else [{**answer, "key": missing[0]}]
+            for c in found:
+                if not c["error_code"]:
+                    broker = self.brokers.setdefault(c["node_id"], Broker(c["node_id"], c["host"], c["port"]))
+                    self._coordinators[(GROUP_KEY, c["key"])] = (broker, now)
+            for g in missing[1:] if version < 4 else ():
+                try:
+                    await self.coordinator(GROUP_KEY, g)
+                except KafkaError:
+                    pass
+        return {g: self._coordinators[(GROUP_KEY, g)][0] for g in group_ids if (GROUP_KEY, g) in self._coordinators}
+
+    async def describe_groups(self, group_ids: list[str]) -> dict[str, tuple[dict | None, dict, int]]:
+        """Many groups at once, for the groups list: group -> (its DescribeGroups entry, its committed offsets
+        {(topic, partition): offset}, an error code or 0). A DescribeGroups and an OffsetFetch per
+        coordinator (OffsetFetch v8 batches groups; before it, one request per group)."""
+        coordinators = await self.group_coordinators(group_ids)
+        results: dict[str, tuple[dict | None, dict, int]] = {
+            g: (None, {}, ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in group_ids if g not in coordinators}
+        by_node: dict[int, list[str]] = {}
+        for g, broker in coordinators.items():
+            by_node.setdefault(broker.node_id, []).append(g)
+        for node, ids in by_node.items():
+            described = await self.send("DescribeGroups", {"groups": ids, "include_authorized_operations": False}, node)
+
+            def body(version: int, ids=ids) -> dict:
+                if version >= 8:
+                    return {"groups": [{"group_id": g, "member_id": None, "member_epoch": -1, "topics": None}
+                                       for g in ids], "require_stable": False}
+                return {"group_id": ids[0], "topics": None, "require_stable": False}
+
+            version, fetched = await self.send_versioned("OffsetFetch", body, node)
+            offsets: dict[str, tuple[dict, int]] = {}
+            for group in fetched["groups"] if version >= 8 else [{**fetched, "group_id": ids[0]}]:
+                offsets[group["group_id"]] = ({(t["name"], p["partition_index"]): p["committed_offset"]
+                                               for t in group["topics"] for p in t["partitions"]
+                                               if not p["error_code"] and p["committed_offset"] >= 0},
+                                              group.get("error_code", 0))
+            for g in ids[1:] if version < 8 else ():
+                try:
+                    offsets[g] = (await self.list_group_offsets(g), 0)
+                except KafkaError as exc:
+                    offsets[g] = ({}, exc.code)
+            for d in described["groups"]:
+                committed, code = offsets.get(d["group_id"], ({}, 0))
+                code = d["error_code"] or code
+                results[d["group_id"]] = (d, committed, code)
+        return results
 
     async def fetch(self, topic: str, partition: int, offset: int, read_committed: bool,
                     max_bytes: int = 1 << 20) -> dict:

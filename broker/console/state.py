@@ -244,39 +244,45 @@ def _group_type(listed: dict) -> str:
     return kind.lower() if kind else "classic"
 
 
-async def _lag_rows(client: ConsoleClient, group_id: str, assigned: dict[tuple[str, int], str]) -> list[LagRow]:
-    committed = await client.list_group_offsets(group_id)
-    tps = sorted(set(committed) | set(assigned))
-    meta = await client.metadata(sorted({t for t, _ in tps})) if tps else None
-    led = [tp for tp in tps if meta and (t := meta.topics.get(tp[0])) and not t.error
-           and tp[1] in t.partitions and t.partitions[tp[1]].leader >= 0]
-    ends = await client.list_offsets(led, LATEST) if led else {}
-    return [LagRow(t, p, committed.get((t, p)), ends.get((t, p)), assigned.get((t, p), "")) for t, p in tps]
+async def _end_offsets(client: ConsoleClient, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """High watermarks of the partitions that have a leader (Metadata, a ListOffsets per leader)."""
+    if not tps:
+        return {}
+    meta = await client.metadata(sorted({t for t, _ in tps}))
+    led = [tp for tp in tps if (t := meta.topics.get(tp[0])) and not t.error and tp[1] in t.partitions
+           and t.partitions[tp[1]].leader >= 0]
+    return await client.list_offsets(led, LATEST) if led else {}
 
 
 async def groups(client: ConsoleClient, history: LagHistory) -> list[GroupRow]:
-    """ListGroups on every broker, and per group DescribeGroups, OffsetFetch and the end offsets."""
+    """ListGroups on every broker; a FindCoordinator for the groups whose coordinator is not known, a
+    DescribeGroups and an OffsetFetch per coordinator; Metadata and a ListOffsets per leader for the ends.
+    Each group's total lag goes into history."""
+    listed = {g["group_id"]: g for g in await client.list_groups()}
+    described = await client.describe_groups(sorted(listed))
+    ends = await _end_offsets(client, sorted({tp for _, committed, _ in described.values() for tp in committed}))
     rows = []
-    for listed in sorted(await client.list_groups(), key=lambda g: g["group_id"]):
-        group_id = listed["group_id"]
-        try:
-            view = await group(client, group_id, history, listed)
-        except KafkaError as exc:
-            rows.append(GroupRow(group_id, _group_type(listed), listed.get("group_state") or "", 0, None,
-                                 refused(exc)))
-            continue
-        lags = [r.lag for r in view.rows if r.lag is not None]
-        rows.append(GroupRow(group_id, view.type, view.state, len(view.members), sum(lags) if lags else None))
+    for group_id in sorted(listed):
+        d, committed, error = described[group_id]
+        lags = [max(ends[tp] - offset, 0) for tp, offset in committed.items() if tp in ends]
+        if lags:
+            history.add(group_id, sum(lags))
+        rows.append(GroupRow(group_id, _group_type(listed[group_id]),
+                             d["group_state"] if d and not d["error_code"] else listed[group_id].get("group_state") or "",
+                             len(d["members"]) if d else 0, sum(lags) if lags else None,
+                             refused(KafkaError(f"group {group_id}", error)) if error else None))
     return rows
 
 
-async def group(client: ConsoleClient, group_id: str, history: LagHistory, listed: dict | None = None) -> GroupView:
+async def group(client: ConsoleClient, group_id: str, history: LagHistory) -> GroupView:
     """DescribeGroups, OffsetFetch, Metadata and a ListOffsets per leader; the total lag goes into history."""
     described = await client.describe_group(group_id)
     assigned = {tp: f"{m.client_id} ({m.host})" for m in described.members for tp in m.assignment}
-    rows = await _lag_rows(client, group_id, assigned)
-    kind = _group_type(listed) if listed else ("classic" if described.protocol_type in ("consumer", "") else
-                                                described.protocol_type)
+    committed = await client.list_group_offsets(group_id)
+    tps = sorted(set(committed) | set(assigned))
+    ends = await _end_offsets(client, tps)
+    rows = [LagRow(t, p, committed.get((t, p)), ends.get((t, p)), assigned.get((t, p), "")) for t, p in tps]
+    kind = "classic" if described.protocol_type in ("consumer", "") else described.protocol_type
     view = GroupView(group_id, kind, described.state, described.protocol, f"{described.coordinator.host}:"
                      f"{described.coordinator.port} (broker {described.coordinator.node_id})",
                      described.members, rows)
