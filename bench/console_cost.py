@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,17 +24,12 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.targets import free_port
 from broker.console.app import CACHE_S, REFRESH_S
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["/", "/cluster", "/topics", "/topics/orders", "/groups", "/groups/billing", "/transactions", "/acls",
          "/users"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(url: str, timeout: float = 30) -> None:
