@@ -14,6 +14,7 @@ from storage.files import lock_directory
 
 from . import descriptors, shutdown
 from .admin import acls, cluster_describe, configs, consumer_groups, topics, transactions
+from .admin import command as admin_command
 from .console import child as console_child, command as console
 from .config import BrokerConfig, ConfigError, describe_settings
 from .log_levels import apply_log_levels, log_levels_problem
@@ -167,8 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     for tool in ADMIN_TOOLS.values():
         tool.add_parser(sub)
     console.add_parser(sub)
-    cluster = sub.add_parser("cluster", help="try a cluster on one machine: `moldau cluster up`",
-                             description="Start an etcd and N brokers on 127.0.0.1; Ctrl-C stops them all.")
+    cluster = sub.add_parser("cluster", help="try a cluster on one machine: `moldau cluster up`; "
+                                             "`moldau cluster describe` any cluster",
+                             description="up: start an etcd and N brokers on 127.0.0.1; Ctrl-C stops them all. "
+                                         "describe: a cluster's brokers, controller and partition health "
+                                         "(--bootstrap-server, --command-config).")
     cluster.add_argument("action", choices=["up", "describe"])
     cluster_describe.add_arguments(cluster)  # describe: any cluster's brokers, controller, partition health
     cluster.add_argument("--brokers", type=int, default=3, help="how many brokers (default %(default)s)")
@@ -181,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command == "pipeline":
         return _pipeline(rest)
+    if rest and (args.command in ADMIN_TOOLS or args.command == "cluster" and args.action == "describe"):
+        tool = "cluster describe" if args.command == "cluster" else args.command
+        return admin_command.fail(tool, f"unrecognized arguments: {' '.join(rest)}")
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

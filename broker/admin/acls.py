@@ -19,9 +19,8 @@ _PERMISSION_NAMES = {code: name.upper() for name, code in PERMISSIONS.items()}
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser(TOOL, help="add, remove and list ACLs (like kafka-acls.sh)",
-                            description="Add, remove and list ACLs, as kafka-acls.sh does.")
-    command.add_connection_arguments(parser)
+    parser = command.tool_parser(sub, TOOL, help="add, remove and list ACLs (like kafka-acls.sh)",
+                                 description="Add, remove and list ACLs, as kafka-acls.sh does.")
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--add", action="store_true", help="add ACLs")
     actions.add_argument("--remove", action="store_true", help="remove ACLs")

@@ -9,6 +9,7 @@ Use::
         meta = await admin.metadata()                     # ClusterMetadata: brokers, controller, topics
         await admin.create_topics([NewTopic("t", 3, 1, {"cleanup.policy": "compact"})])
         offsets = await admin.list_group_offsets("g")     # {(topic, partition): offset}
+        lag = await admin.group_lag(await admin.describe_group("g"))  # [PartitionLag], as kafka-consumer-groups
 
 Routing (Kafka's admin client's): ``send(api, body)`` goes to any broker, ``node=`` to one broker,
 ``send_to_leader`` to a partition's leader, ``send_to_coordinator`` to a group's or transactional id's
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -37,6 +39,8 @@ from protocol.frames import API_KEYS
 from ..cluster.client_security import ClientSecurity
 from ..cluster.network import BrokerConnection
 from ..errors import ErrorCode
+from ..security import authorizer
+from ..security.authorizer import AclBinding  # as a filter, None names and hosts match any
 from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
 
 CLIENT_ID = "moldau-admin"
@@ -51,15 +55,18 @@ _RECONNECT_BACKOFF_S = (0.1, 0.3)
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
-# Kafka's resource types (AclResourceType / ConfigResource.Type)
-RESOURCE_TYPES = {"unknown": 0, "any": 1, "topic": 2, "group": 3, "cluster": 4, "transactional_id": 5,
-                  "delegation_token": 6, "user": 7}
-CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8
-PATTERN_TYPES = {"unknown": 0, "any": 1, "match": 2, "literal": 3, "prefixed": 4}
-OPERATIONS = {"unknown": 0, "any": 1, "all": 2, "read": 3, "write": 4, "create": 5, "delete": 6, "alter": 7,
-              "describe": 8, "cluster_action": 9, "describe_configs": 10, "alter_configs": 11,
-              "idempotent_write": 12, "create_tokens": 13, "describe_tokens": 14}
-PERMISSIONS = {"unknown": 0, "any": 1, "deny": 2, "allow": 3}
+
+def _snake_names(codes: dict[str, int]) -> dict[str, int]:
+    """The authorizer's tables of Kafka's ACL codes, by snake_case name ("transactional_id"), with "unknown"."""
+    return {"unknown": 0, **{re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower(): code for name, code in codes.items()}}
+
+
+# Kafka's ACL codes (AclResourceType, PatternType, AclOperation, AclPermissionType)
+RESOURCE_TYPES = _snake_names(authorizer.RESOURCE_TYPES)
+PATTERN_TYPES = _snake_names(authorizer.PATTERN_TYPES)
+OPERATIONS = _snake_names(authorizer.OPERATIONS)
+PERMISSIONS = _snake_names(authorizer.PERMISSIONS)
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8  # ConfigResource.Type
 CONFIG_SET, CONFIG_DELETE = 0, 1  # IncrementalAlterConfigs operations
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2  # DescribeClientQuotas match types
 
@@ -162,14 +169,18 @@ class GroupDescription:
 
 
 @dataclass
-class AclBinding:
-    resource_type: int
-    resource_name: str
-    pattern_type: int
-    principal: str
-    host: str
-    operation: int
-    permission: int
+class PartitionLag:
+    """One partition of a group: its committed offset and log end offset (None where there is none), the lag
+    between them, and the member it is assigned to (None: no member)."""
+    topic: str
+    partition: int
+    committed: int | None
+    log_end: int | None
+    member: GroupMember | None
+
+    @property
+    def lag(self) -> int | None:
+        return None if self.committed is None or self.log_end is None else self.log_end - self.committed
 
 
 class AdminClient:
@@ -288,9 +299,10 @@ class AdminClient:
             if exc.errno is None:  # ClientSecurity's: the SASL login was refused, not the connection
                 raise AdminError(f"{_text(address)} refused the login: {exc}") from None
             raise _Unreachable(f"cannot reach {_text(address)}: {exc.strerror}") from None
-        except (OSError, EOFError) as exc:  # refused, reset, TLS failure, or closed (as on a refused login)
-            what = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc) or type(exc).__name__)
-            raise _Unreachable(f"{api} to {_text(address)}: {what}") from None
+        except EOFError:  # as a SASL listener does to a client that did not log in
+            raise _Unreachable(f"{api} to {_text(address)}: the broker closed the connection") from None
+        except OSError as exc:  # refused, reset, a TLS failure
+            raise _Unreachable(f"{api} to {_text(address)}: {exc.strerror or exc}") from None
         except (ValueError, struct.error, IndexError) as exc:  # not a Kafka broker's answer
             raise AdminError(f"{api} to {_text(address)}: cannot read the answer ({exc})") from None
 
@@ -351,7 +363,8 @@ class AdminClient:
                 raise
             meta = await self.metadata([])
             return {"cluster_id": meta.cluster_id, "controller_id": meta.controller_id, "brokers": [
-                {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in meta.brokers.values()]}
+                {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in meta.brokers.values()]}
         check("DescribeCluster", answer["error_code"], answer["error_message"])
         return answer
 
@@ -428,6 +441,20 @@ class AdminClient:
         (result,) = answer["results"]
         check(f"describe configs of {name or 'the default'}", result["error_code"], result["error_message"])
         return result["configs"]
+
+    async def describe_topic_configs(self, topics: list[str], keys: list[str] | None = None) -> dict[str, list[dict]]:
+        """Many topics' configs in one DescribeConfigs (entries as describe_configs gives them)."""
+        if not topics:
+            return {}
+        answer = await self.send("DescribeConfigs", {"resources": [
+            {"resource_type": CONFIG_TOPIC, "resource_name": t, "configuration_keys": keys} for t in topics],
+            "include_synonyms": False, "include_documentation": False})
+        found = {}
+        for result in answer["results"]:
+            check(f"describe configs of {result['resource_name']}", result["error_code"], result["error_message"])
+            found[result["resource_name"]] = result["configs"]
+        return found
+
 
     async def alter_configs(self, resource_type: int, name: str, set_: dict[str, str], delete: Iterable[str] = (),
                             validate_only: bool = False) -> None:
@@ -540,6 +567,17 @@ class AdminClient:
                 if p["committed_offset"] >= 0:
                     found[(t["name"], p["partition_index"])] = p["committed_offset"]
         return found
+
+    async def group_lag(self, group: GroupDescription) -> list[PartitionLag]:
+        """Kafka's lag rows of a described group: the members' partitions (larger assignments first), then the
+        partitions the group has offsets for and no member holds. Log ends are each leader's latest offset."""
+        committed = await self.list_group_offsets(group.group_id)
+        assigned = sorted((m for m in group.members if m.assignment), key=lambda m: -len(m.assignment))
+        owned = {tp for m in assigned for tp in m.assignment}
+        partitions = sorted(owned | set(committed))
+        ends = await self.list_offsets(partitions, LATEST) if partitions else {}
+        rows = [PartitionLag(*tp, committed.get(tp), ends.get(tp), m) for m in assigned for tp in sorted(m.assignment)]
+        return rows + [PartitionLag(*tp, committed[tp], ends.get(tp), None) for tp in sorted(set(committed) - owned)]
 
     async def alter_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
         """Commit ``offsets`` for a group without members (as Kafka's admin client does)."""
@@ -679,3 +717,8 @@ def _assigned(assignment: bytes) -> list[tuple[str, int]]:
         return found
     except (struct.error, UnicodeDecodeError):  # not the consumer protocol's layout: no partitions to show
         return []
+
+
+def min_insync_replicas(configs: list[dict]) -> int:
+    """min.insync.replicas among a topic's configs (1 if they do not say)."""
+    return int(next((c["value"] for c in configs if c["name"] == "min.insync.replicas"), None) or 1)

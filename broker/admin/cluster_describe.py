@@ -9,7 +9,7 @@ brokers only), so they are not shown; a Moldau broker's are its etcd.connect set
 from __future__ import annotations
 
 from . import command
-from .client import CONFIG_TOPIC, AdminClient
+from .client import AdminClient, min_insync_replicas
 
 TOOL = "cluster describe"
 
@@ -25,10 +25,10 @@ def run(args) -> int:
 async def health(admin: AdminClient) -> dict[str, int]:
     """Counts of partitions, and of those under-replicated, under min ISR and offline."""
     meta = await admin.metadata()
+    configs = await admin.describe_topic_configs(sorted(meta.topics), ["min.insync.replicas"])
     counts = {"topics": len(meta.topics), "partitions": 0, "under_replicated": 0, "under_min_isr": 0, "offline": 0}
     for topic in meta.topics.values():
-        configs = await admin.describe_configs(CONFIG_TOPIC, topic.name, ["min.insync.replicas"])
-        min_isr = int(next((c["value"] for c in configs if c["name"] == "min.insync.replicas"), "1") or 1)
+        min_isr = min_insync_replicas(configs[topic.name])
         for p in topic.partitions.values():
             counts["partitions"] += 1
             counts["under_replicated"] += len(p.isr) < len(p.replicas)

@@ -19,6 +19,23 @@ class UsageError(AdminError):
     """A bad combination of arguments."""
 
 
+def one_line_errors(parser: argparse.ArgumentParser, tool: str) -> argparse.ArgumentParser:
+    """argparse's complaints as one line, without the usage block (exit code 2, as argparse's)."""
+    def error(message: str):
+        print(f"moldau {tool}: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+    parser.error = error
+    return parser
+
+
+def tool_parser(sub, tool: str, help: str, description: str) -> argparse.ArgumentParser:
+    """A tool's subcommand with one-line errors and the connection arguments."""
+    parser = one_line_errors(sub.add_parser(tool, help=help, description=description), tool)
+    add_connection_arguments(parser)
+    return parser
+
+
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT]",
                         help="the brokers to connect to first (default %(default)s)")

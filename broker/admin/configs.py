@@ -32,11 +32,10 @@ _SPLIT = re.compile(r",(?=[^\]]*(?:\[|$))")  # commas outside [...]
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser(TOOL, help="describe and alter topic, broker, user and client configs "
-                                       "(like kafka-configs.sh)",
-                            description="Describe and alter the configs of topics and brokers, and the quotas and "
-                                        "SCRAM credentials of users and clients, as kafka-configs.sh does.")
-    command.add_connection_arguments(parser)
+    parser = command.tool_parser(
+        sub, TOOL, help="describe and alter topic, broker, user and client configs (like kafka-configs.sh)",
+        description="Describe and alter the configs of topics and brokers, and the quotas and SCRAM credentials "
+                    "of users and clients, as kafka-configs.sh does.")
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="list the configs of the entity")
     actions.add_argument("--alter", action="store_true", help="alter the configs of the entity")

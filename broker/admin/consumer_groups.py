@@ -13,7 +13,7 @@ import sys
 
 from ..errors import ErrorCode
 from . import command
-from .client import EARLIEST, LATEST, AdminClient, GroupDescription, KafkaError, error_name
+from .client import EARLIEST, LATEST, AdminClient, GroupDescription, KafkaError, PartitionLag, error_name
 from .command import UsageError
 
 TOOL = "consumer-groups"
@@ -24,11 +24,10 @@ SCENARIOS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser(TOOL, help="list, describe, reset and delete consumer groups "
-                                       "(like kafka-consumer-groups.sh)",
-                            description="List consumer groups, describe their offsets, lag and members, reset "
-                                        "their offsets and delete them, as kafka-consumer-groups.sh does.")
-    command.add_connection_arguments(parser)
+    parser = command.tool_parser(
+        sub, TOOL, help="list, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)",
+        description="List consumer groups, describe their offsets, lag and members, reset their offsets and "
+                    "delete them, as kafka-consumer-groups.sh does.")
     parser.add_argument("--timeout", type=int, metavar="MS", help="milliseconds per request (default: "
                         "request.timeout.ms of --command-config, else 30000)")
     actions = parser.add_mutually_exclusive_group(required=True)
@@ -78,7 +77,7 @@ def _check(args) -> None:
     if args.describe and sum(map(bool, (args.members, args.offsets, args.state is not None))) > 1:
         raise UsageError("--describe takes one of --members, --offsets and --state")
     if args.reset_offsets:
-        chosen = [s for s in SCENARIOS if getattr(args, s) not in (None, False)]
+        chosen = [s for s in SCENARIOS if _given(args, s)]
         if len(chosen) != 1:
             raise UsageError("--reset-offsets needs one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
                              "--shift-by")
@@ -86,10 +85,15 @@ def _check(args) -> None:
             raise UsageError("--reset-offsets needs --topic or --all-topics (one of them)")
         if args.to_datetime is not None:
             args.timestamp_ms = parse_datetime(args.to_datetime)
-    elif args.topic or args.all_topics or any(getattr(args, s) not in (None, False) for s in SCENARIOS) \
+    elif args.topic or args.all_topics or any(_given(args, s) for s in SCENARIOS) \
             or args.execute or args.dry_run:
         raise UsageError("--topic, --all-topics, the --to-* and --shift-by scenarios, --dry-run and --execute go "
                          "with --reset-offsets")
+
+
+def _given(args, scenario: str) -> bool:
+    value = getattr(args, scenario)
+    return value is not None and value is not False  # --to-offset 0 and --shift-by 0 are given
 
 
 def parse_datetime(text: str) -> int:
@@ -133,26 +137,12 @@ def _note_state(group: GroupDescription) -> None:
         print(f"\nWarning: Consumer group '{group.group_id}' is rebalancing.", file=sys.stderr)
 
 
-async def lag_rows(admin: AdminClient, group: GroupDescription) -> list[tuple]:
-    """kafka-consumer-groups --describe's rows: (group, topic, partition, current offset, log end offset, lag,
-    consumer id, host, client id); "-" where there is none."""
-    committed = await admin.list_group_offsets(group.group_id)
-    assigned = sorted((m for m in group.members if m.assignment), key=lambda m: -len(m.assignment))
-    owned = {tp for m in assigned for tp in m.assignment}
-    partitions = sorted(owned | set(committed))
-    ends = await admin.list_offsets(partitions, LATEST) if partitions else {}
-    rows = []
-    for m in assigned:
-        for tp in sorted(m.assignment):
-            rows.append(_row(group.group_id, tp, committed.get(tp), ends.get(tp), m.member_id, m.host, m.client_id))
-    for tp in sorted(set(committed) - owned):
-        rows.append(_row(group.group_id, tp, committed[tp], ends.get(tp), MISSING, MISSING, MISSING))
-    return rows
-
-
-def _row(group_id, tp, offset, end, consumer, host, client) -> tuple:
-    lag = end - offset if offset is not None and end is not None else None
-    return (group_id, tp[0], tp[1], *(MISSING if v is None else v for v in (offset, end, lag)), consumer, host, client)
+def lag_row(group_id: str, row: PartitionLag) -> tuple:
+    """kafka-consumer-groups --describe's row: group, topic, partition, current offset, log end offset, lag,
+    consumer id, host, client id; "-" where there is none."""
+    member = (row.member.member_id, row.member.host, row.member.client_id) if row.member else (MISSING,) * 3
+    return (group_id, row.topic, row.partition,
+            *(MISSING if v is None else v for v in (row.committed, row.log_end, row.lag)), *member)
 
 
 async def _describe(admin: AdminClient, args) -> None:
@@ -164,7 +154,7 @@ async def _describe(admin: AdminClient, args) -> None:
         elif args.state is not None:
             _print_state(group)
         else:
-            rows = await lag_rows(admin, group)
+            rows = [lag_row(group_id, r) for r in await admin.group_lag(group)]
             if rows:
                 widths = [max(15, *(len(str(r[i])) for r in rows)) for i in (0, 1, 6, 7)]
                 fmt = "{:<%d} {:<%d} {:<10} {:<15} {:<15} {:<15} {:<%d} {:<%d} {}" % tuple(widths)
@@ -181,7 +171,8 @@ def _print_members(group: GroupDescription, verbose: bool) -> None:
     instance = any(m.group_instance_id for m in members)
     widths = {"group": max(15, len(group.group_id)), "id": max([15, *(len(m.member_id) for m in members)]),
               "instance": max([17, *(len(m.group_instance_id or "") for m in members)]),
-              "host": max([15, *(len(m.host) for m in members)]), "client": max([15, *(len(m.client_id) for m in members)])}
+              "host": max([15, *(len(m.host) for m in members)]),
+              "client": max([15, *(len(m.client_id) for m in members)])}
 
     def line(g, i, gi, h, c, n, assignment=None) -> str:
         cells = [f"{g:<{widths['group']}}", f"{i:<{widths['id']}}"] + (

@@ -14,7 +14,7 @@ import re
 import uuid
 
 from . import command
-from .client import CONFIG_TOPIC, AdminClient, ClusterMetadata, NewTopic, TopicInfo
+from .client import AdminClient, ClusterMetadata, NewTopic, TopicInfo, min_insync_replicas
 from .command import UsageError
 
 TOOL = "topics"
@@ -24,9 +24,9 @@ REPORTS = ("under_replicated_partitions", "unavailable_partitions", "under_min_i
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser(TOOL, help="create, list, describe, alter and delete topics (like kafka-topics.sh)",
-                            description="Create, delete, describe, or change a topic, as kafka-topics.sh does.")
-    command.add_connection_arguments(parser)
+    parser = command.tool_parser(
+        sub, TOOL, help="create, list, describe, alter and delete topics (like kafka-topics.sh)",
+        description="Create, delete, describe, or change a topic, as kafka-topics.sh does.")
     actions = parser.add_mutually_exclusive_group(required=True)
     for action, text in (("--create", "create a new topic"), ("--list", "list all available topics"),
                          ("--describe", "list details for the given topics"),
@@ -140,11 +140,12 @@ async def _describe(admin: AdminClient, args) -> None:
     live = set(meta.brokers)
     reports = [r for r in REPORTS if getattr(args, r)]
     lines = []
+    all_configs = await admin.describe_topic_configs([t.name for t in topics])
     for t in topics:
-        configs = await admin.describe_configs(CONFIG_TOPIC, t.name)
+        configs = all_configs[t.name]
         overrides = [f"{c['name']}={c['value']}" for c in configs
                      if c.get("config_source", DEFAULT_CONFIG) != DEFAULT_CONFIG and not c.get("is_default")]
-        min_isr = int(next((c["value"] for c in configs if c["name"] == "min.insync.replicas"), "1") or 1)
+        min_isr = min_insync_replicas(configs)
         partitions = [t.partitions[i] for i in sorted(t.partitions)]
         if not reports and (not args.topics_with_overrides or overrides):
             id_text = "" if t.topic_id in (None, uuid.UUID(int=0)) else f"\tTopicId: {topic_id(t.topic_id)}"

@@ -125,11 +125,10 @@ def _none(value: int) -> str:
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser(
-        TOOL, help="list, describe and abort transactions (like kafka-transactions.sh)",
+    parser = command.tool_parser(
+        sub, TOOL, help="list, describe and abort transactions (like kafka-transactions.sh)",
         description="List and describe transactions and the producers of a partition; find transactions that "
                     "hold a partition's last stable offset with no coordinator to end them, and abort them.")
-    command.add_connection_arguments(parser)
     actions = parser.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="list the transactions every broker coordinates")
     listing.add_argument("--state", action="append", default=[], help="only transactions in this state (repeatable)")
@@ -152,6 +151,8 @@ def add_parser(sub) -> None:
     end.add_argument("--producer-id", type=int, help="instead of --start-offset: the producer id ...")
     end.add_argument("--producer-epoch", type=int, help="... its epoch ...")
     end.add_argument("--coordinator-epoch", type=int, help="... and its coordinator epoch")
+    for action in (listing, describe, producers, find, end):
+        command.one_line_errors(action, TOOL)
 
 
 def run(args) -> int:

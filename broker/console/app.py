@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from ..admin import transactions
 from ..admin.client import AdminError, KafkaError
+from ..admin.configs import SOURCES
 from . import records, state
 from .client import ConsoleClient, ReadOnly
 from .lag import LagHistory, chart
@@ -97,7 +98,8 @@ class Console:
         self.templates = jinja2.Environment(
             loader=jinja2.PackageLoader("broker.console", "templates"), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-        self.templates.filters.update(timestamp=_timestamp, duration=_duration, url=lambda s: quote(str(s), safe=""))
+        self.templates.filters.update(timestamp=_timestamp, duration=_duration, url=lambda s: quote(str(s), safe=""),
+                                      source=lambda code: SOURCES.get(code, str(code)))
         static = files("broker.console") / "static"
         self.static = {name: (static / name).read_bytes() for name in ("console.js", "console.css")}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicCollection, TopicPartition
@@ -57,14 +58,16 @@ def produce(bootstrap: str, topic: str, counts: dict[int, int], timestamp_ms: in
     p = Producer({"bootstrap.servers": bootstrap, **COMMON})
     for partition, n in counts.items():
         for i in range(n):
-            p.produce(topic, value=b"v%d" % i, partition=partition, **({"timestamp": timestamp_ms} if timestamp_ms else {}))
+            p.produce(topic, value=b"v%d" % i, partition=partition,
+                      **({"timestamp": timestamp_ms} if timestamp_ms else {}))
     assert p.flush(30) == 0
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **COMMON})
     try:
-        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)], 30)}
+        asked = [TopicPartition(topic, p) for p in range(partitions)]
+        return {tp.partition: tp.offset for tp in c.committed(asked, 30)}
     finally:
         c.close()
 
@@ -201,6 +204,7 @@ def test_offset_resets_take_effect(broker):
     assert reset("--topic", "replay", "--to-earliest") == {("replay", 0): 0, ("replay", 1): 0}
     assert reset("--topic", "replay", "--to-earliest", "--dry-run") == {("replay", 0): 0, ("replay", 1): 0}
     assert committed(bs, "replay-app", "replay", 2) == {0: 10, 1: 10}, "a dry run changes nothing"
+    assert reset("--topic", "replay", "--to-offset", "0") == {("replay", 0): 0, ("replay", 1): 0}
 
     assert reset("--topic", "replay:0", "--to-offset", "4", "--execute") == {("replay", 0): 4}
     assert committed(bs, "replay-app", "replay", 2) == {0: 4, 1: 10}
@@ -278,7 +282,7 @@ def test_configs_of_topics_brokers_users_and_clients(broker, tmp_path):
     scram = {"bootstrap.servers": broker.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
              "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "bob", "sasl.password": "bob-secret", **COMMON}
     with pytest.raises(KafkaException):
-        AdminClient({**scram, "socket.timeout.ms": 5000}).list_topics(timeout=5)
+        AdminClient({**scram, "socket.timeout.ms": 3000}).list_topics(timeout=3)
     ok(moldau("configs", bs, "--entity-type", "users", "--entity-name", "bob", "--alter", "--add-config",
               "SCRAM-SHA-256=[iterations=8192,password=bob-secret]"))
     assert len(AdminClient(scram).list_topics(timeout=30).brokers) == 1, "bob logs in with SCRAM-SHA-256"
@@ -394,11 +398,38 @@ def test_command_config_and_one_line_failures(broker, tmp_path):
     bad.write_text("security.protocol=CARRIER_PIGEON\n")
     one_line_failure(moldau("topics", sasl, "--list", config=bad), "security.protocol=CARRIER_PIGEON")
     one_line_failure(moldau("topics", sasl, "--list", config=tmp_path / "missing.properties"), "missing.properties")
-    for tool in ("topics --list", "consumer-groups --list", "configs --entity-type topics --describe",
-                 "acls --list", "transactions list", "cluster describe"):
-        name, *args = tool.split()
-        if name == "cluster":
-            name, args = "cluster describe", []
-        one_line_failure(moldau(name, f"127.0.0.1:{free_port()}", *args), "cannot reach")
-        one_line_failure(moldau(name, "no-port", *args), "'no-port' is not host:port")
+    tools = [("topics", ["--list"]), ("consumer-groups", ["--list"]), ("configs", ["--entity-type", "topics",
+             "--describe"]), ("acls", ["--list"]), ("transactions", ["list"]), ("cluster describe", [])]
+    with ThreadPoolExecutor(len(tools)) as pool:  # each waits out its retries: side by side
+        for result in pool.map(lambda tool: moldau(tool[0], f"127.0.0.1:{free_port()}", *tool[1]), tools):
+            one_line_failure(result, "cannot reach")
+    one_line_failure(moldau("topics", "no-port", "--list"), "'no-port' is not host:port")
     one_line_failure(moldau("consumer-groups", broker.bootstrap, "--describe"), "--group")
+    for tool, args, named in (("topics", ["--list", "--partitions", "x"], "--partitions"),
+                              ("topics", ["--list", "--bogus"], "--bogus"),
+                              ("acls", ["--list", "--add"], "--add"),
+                              ("transactions", ["describe"], "--transactional-id"),
+                              ("cluster describe", ["--brokers-please"], "--brokers-please")):
+        one_line_failure(moldau(tool, broker.bootstrap, *args), named)
+
+
+def test_command_config_with_tls_and_a_client_certificate(start_broker, certs, tmp_path):
+    from helpers.security import tls_listener
+
+    b = start_broker(tls_listener(certs, client_auth="required"))
+    mutual = tmp_path / "tls.properties"
+    mutual.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={certs.ca}\n"
+                      f"ssl.keystore.type=PEM\nssl.keystore.location={certs.client_pem}\n")
+    librdkafka = tmp_path / "librdkafka.properties"
+    librdkafka.write_text(f"security.protocol=SSL\nssl.ca.location={certs.ca}\n"
+                          f"ssl.certificate.location={certs.client_cert}\nssl.key.location={certs.client_key}\n")
+    for config in (mutual, librdkafka):
+        assert ok(moldau("cluster describe", b.bootstrap, config=config)).startswith("Cluster ID: ")
+
+    no_certificate = tmp_path / "no-cert.properties"
+    no_certificate.write_text(f"security.protocol=SSL\nssl.truststore.location={certs.ca}\n")
+    one_line_failure(moldau("topics", b.bootstrap, "--list", config=no_certificate), b.bootstrap)
+    untrusted = tmp_path / "untrusted.properties"
+    untrusted.write_text(f"security.protocol=SSL\nssl.truststore.location={certs.rogue_cert}\n"
+                         f"ssl.keystore.location={certs.client_pem}\n")
+    one_line_failure(moldau("topics", b.bootstrap, "--list", config=untrusted), "CERTIFICATE_VERIFY_FAILED")

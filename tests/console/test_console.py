@@ -171,6 +171,7 @@ def test_console_pages_in_chromium(broker, start_console, tmp_path):
         assert cell(page, "#offset-2 code.hex") == "00 9f 92 96 02"
         assert "trace" in cell(page, "#offset-2 td:nth-child(5)") and "t2" in cell(page, "#offset-2 td:nth-child(5)")
         assert "1970" not in cell(page, "#offset-0 td:nth-child(2)")
+        assert "retention.ms\t604800000\tDEFAULT_CONFIG" in cell(page, "#configs")
         screenshot(page, "topic")
         # the latest 3 of partition 1, with its null value
         page.goto(console.url + f"/topics/{TOPIC}?partition=1&count=3")
