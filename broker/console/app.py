@@ -14,7 +14,7 @@ import logging
 import time
 from datetime import datetime, timezone
 from importlib.resources import files
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlparse
 
 import jinja2
 from starlette.applications import Starlette
@@ -177,6 +177,9 @@ class Console:
     async def abort(self, request: Request) -> Response:
         if not self.client.allow_writes:
             raise HTTPException(403, "the console was started without --allow-writes")
+        origin = request.headers.get("origin")
+        if origin and urlparse(origin).netloc != request.headers.get("host"):  # another site's form, posted here
+            raise HTTPException(403, f"an abort asked from another site ({origin}) is refused")
         form = parse_qs((await request.body()).decode("utf-8", "replace"))  # (a plain form: no multipart parser)
         try:
             topic, partition, start = form["topic"][0], int(form["partition"][0]), int(form["start_offset"][0])

@@ -363,6 +363,9 @@ def test_console_flags_a_hanging_transaction_and_aborts_it_only_with_allow_write
         assert page.locator("form[action='/transactions/abort']").count() == 0
         page.goto(writer.url + "/topics/wedged")
         assert (cell(page, "#partition-0 .stable"), cell(page, "#partition-0 .end")) == ("1", "2")
+        # another site's page cannot post the abort to a console on this machine
+        form = {"topic": "wedged", "partition": 0, "start_offset": 1}
+        assert writer.post("/transactions/abort", form, Origin="http://elsewhere.example") == 403
         page.goto(writer.url + "/transactions")
         screenshot(page, "transactions-hanging")
         with page.expect_navigation():

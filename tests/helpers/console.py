@@ -54,10 +54,11 @@ class ConsoleProcess:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
 
-    def post(self, path: str, form: dict) -> int:
+    def post(self, path: str, form: dict, **headers) -> int:
         data = "&".join(f"{k}={v}" for k, v in form.items()).encode()
         try:
-            with urllib.request.urlopen(urllib.request.Request(self.url + path, data=data), timeout=30) as answer:
+            with urllib.request.urlopen(urllib.request.Request(self.url + path, data=data, headers=headers),
+                                        timeout=30) as answer:
                 return answer.status
         except urllib.error.HTTPError as exc:
             return exc.code
