@@ -36,6 +36,7 @@ REFRESH_S = 5
 CACHE_S = REFRESH_S - 1  # a page refreshing every REFRESH_S always gets fresh data
 ERROR_CACHE_S = 2  # a failure is asked again this soon, not at every page's every refresh
 DEFAULT_COUNT = 20  # records the message browser shows
+MAX_ROWS = 500  # rows of one table: what bounds a page's weight on a large cluster (lists filter by name)
 
 
 class Cache:
@@ -108,6 +109,7 @@ class Console:
     def render(self, request: Request, name: str, status: int = 200, **context) -> HTMLResponse:
         template = self.templates.get_template(name)
         context.update(bootstrap=self.bootstrap, refresh_s=REFRESH_S, allow_writes=self.client.allow_writes,
+                       max_rows=MAX_ROWS,
                        requests_last_minute=self.client.requests_last_minute(), path=request.url.path)
         if request.headers.get("x-console-live") and "live" in template.blocks:
             body = "".join(template.blocks["live"](template.new_context(context)))
@@ -130,7 +132,8 @@ class Console:
 
     async def topics(self, request: Request) -> Response:
         rows = await self.cached(("topics",), lambda: state.topics(self.client, self.rates))
-        return self.render(request, "topics.html", topics=rows)
+        q = request.query_params.get("q", "")
+        return self.render(request, "topics.html", topics=[t for t in rows if q.lower() in t.name.lower()], q=q)
 
     async def topic(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -162,7 +165,8 @@ class Console:
 
     async def groups(self, request: Request) -> Response:
         rows = await self.cached(("groups",), lambda: state.groups(self.client, self.history))
-        return self.render(request, "groups.html", groups=rows)
+        q = request.query_params.get("q", "")
+        return self.render(request, "groups.html", groups=[g for g in rows if q.lower() in g.group_id.lower()], q=q)
 
     async def group(self, request: Request) -> Response:
         group_id = request.path_params["group_id"]

@@ -155,6 +155,10 @@ def test_console_pages_in_chromium(broker, start_console, tmp_path):
         page.goto(console.url + "/topics")
         assert cell(page, f"#topic-{TOPIC} .messages") == str(sum(COUNTS.values()))
         screenshot(page, "topics")
+        page.fill("form.filter input[name=q]", "PAY")
+        page.click("form.filter button")
+        page.wait_for_url("**q=PAY*")
+        assert page.locator(f"#topic-{TXN_TOPIC}").count() == 1 and page.locator(f"#topic-{TOPIC}").count() == 0
 
         # --- a topic: partitions, offsets, and the latest records on load -----------------------------------
         page.goto(console.url + f"/topics/{TOPIC}")

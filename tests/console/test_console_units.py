@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from broker.console.app import Cache
+from broker.console.app import MAX_ROWS, Cache, make_app
+from broker.console.state import TopicRow
 from broker.console.client import ConsoleClient, ReadOnly
 from broker.console.lag import SAMPLES, LagHistory, chart
 from broker.console.records import SHOWN_BYTES, decode, show
@@ -104,3 +105,12 @@ def test_a_read_only_console_refuses_writes_before_connecting():
         assert not client.sent  # not even ApiVersions
 
     asyncio.run(main())
+
+
+def test_a_table_shows_at_most_max_rows_and_says_how_many_more():
+    console = make_app(ConsoleClient("127.0.0.1:1"), "127.0.0.1:1").state.console
+    rows = [TopicRow(f"t{i:04}", False, 1, 1, 0, 0, None) for i in range(MAX_ROWS + 7)]
+    html = console.templates.get_template("topics.html").render(
+        topics=rows, q="", bootstrap="b", refresh_s=5, allow_writes=False, max_rows=MAX_ROWS, requests_last_minute=0,
+        path="/topics")
+    assert html.count('<tr id="topic-') == MAX_ROWS and "7 more not shown" in html
