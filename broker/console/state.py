@@ -295,7 +295,7 @@ async def group(client: ConsoleClient, group_id: str, history: LagHistory) -> Gr
 
 
 @dataclass
-class OpenTransaction:
+class TransactionRow:
     transactional_id: str
     producer_id: int
     producer_epoch: int
@@ -308,7 +308,7 @@ class OpenTransaction:
 
 @dataclass
 class TransactionsView:
-    open: list[OpenTransaction]
+    open: list[TransactionRow]
     in_partitions: list  # broker.admin.transactions.OpenTransaction, as the partitions' leaders see them
     hanging: set[tuple[str, int, int]]  # (topic, partition, start offset)
     max_timeout_ms: int
@@ -328,7 +328,7 @@ async def transactions_view(client: ConsoleClient, max_timeout_ms: int) -> Trans
         if d["transaction_state"] not in OPEN_TRANSACTION_STATES:
             continue
         start = d["transaction_start_time_ms"]
-        found.append(OpenTransaction(d["transactional_id"], d["producer_id"], d["producer_epoch"],
+        found.append(TransactionRow(d["transactional_id"], d["producer_id"], d["producer_epoch"],
                                      d["transaction_state"], now - start if start >= 0 else None,
                                      d["transaction_timeout_ms"], d["coordinator"],
                                      [(x["topic"], p, None, None) for x in d["topics"] for p in x["partitions"]]))
