@@ -11,8 +11,8 @@ from protocol.records import CONTROL_ABORT, CorruptRecord, iter_records, read_co
 from ..admin.client import EARLIEST, LATEST
 from .client import ConsoleClient
 
-MAX_RECORDS = 500  # what one page may ask for
-SHOWN_BYTES = 4096  # of a key, value or header; the rest is cut, saying how much
+MAX_RECORDS = 100  # what one page may ask for: with SHOWN_BYTES, what bounds the browser's page weight
+SHOWN_BYTES = 2048  # of a key, value or header; the rest is cut, saying how much
 
 
 @dataclass
