@@ -17,6 +17,7 @@ from . import __version__, descriptors, shutdown
 from .admin import acls, cluster_describe, configs, consumer_groups, topics, transactions
 from .admin import command as admin_command
 from .cluster.store import NodeIdInUse
+from .console import child as console_child, command as console
 from .config import BrokerConfig, ConfigError, describe_settings
 from .log_levels import apply_log_levels, log_levels_problem
 
@@ -73,6 +74,10 @@ def _serve(args) -> int:
         metrics_port = config["metrics.port"]
         metrics_socket = None if metrics_port is None else bind_socket(
             config["metrics.host"], metrics_port, "metrics.port", listen=True)
+        console_socket = None
+        if config["console.port"] is not None:
+            console_child.check(config)
+            console_socket = bind_socket(config["console.host"], config["console.port"], "console.port")
     except ConfigError as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2
@@ -102,6 +107,9 @@ def _serve(args) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping, sig)
+        if console_socket is not None:  # stopped with the broker's other supervised tasks
+            broker.supervisor.start("web-console", lambda: console_child.supervise(config, listeners[0],
+                                                                                   console_socket))
         await serve(broker, stop, bound, metrics_socket)
 
     try:
@@ -181,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--json", metavar="FILE", help="also write the verdict as JSON to FILE")
     for tool in ADMIN_TOOLS.values():
         tool.add_parser(sub)
+    console.add_parser(sub)
     cluster = sub.add_parser(
         "cluster", help="try a cluster on one machine: `moldau cluster up`; `moldau cluster describe` any cluster",
         description="`up` starts an etcd and N brokers on 127.0.0.1 and watches them: a broker that exits is "
@@ -213,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         return _verify(args)
     if args.command in ADMIN_TOOLS:
         return ADMIN_TOOLS[args.command].run(args)
+    if args.command == "console":
+        return console.run(args)
     if args.command == "cluster" and args.action == "describe":
         return cluster_describe.run(args)
     if args.command == "cluster":

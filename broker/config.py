@@ -129,6 +129,12 @@ SETTINGS: list[Setting] = [
     Setting("metrics.port", _optional_int, None, "Serve Prometheus metrics on this port (default: off).",
             between(0, 65535)),
     Setting("metrics.host", str, "127.0.0.1", "Address the Prometheus metrics endpoint binds."),
+    Setting("console.port", _optional_int, None,
+            "Serve the web console (moldau console) on this port, reading this broker's cluster through its first "
+            "listener (default: off; needs pip install 'moldau[console]').", between(0, 65535)),
+    Setting("console.host", str, "127.0.0.1", "Address the web console binds."),
+    Setting("console.command.config", str, "",
+            "Client properties the console connects with (a SASL or TLS first listener), as --command-config."),
     Setting("max.incremental.fetch.session.cache.slots", int, 1000,
             "Incremental fetch sessions (KIP-227) the broker keeps; 0 answers every Fetch sessionless.", at_least(0)),
     Setting("log.message.timestamp.before.max.ms", int, 2**63 - 1,

@@ -382,6 +382,8 @@ LONG = (
     "tests/cluster/test_cluster_topic_claims.py",
     "tests/cluster/test_supervised_tasks.py",
     "tests/security/test_sasl.py",
+    "tests/console/test_console.py::test_console_pages_in_chromium",
+    "tests/console/test_console_cluster.py",
     "tests/reliability/test_wire_fuzz.py",
     "tests/integration/test_topic_configs.py",
     "tests/reliability/test_txn_model.py",
