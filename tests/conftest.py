@@ -385,6 +385,7 @@ LONG = (
     "tests/reliability/test_txn_model.py",
     "tests/integration/test_compaction.py",
     "tests/cluster/test_cluster_metadata.py",
+    "tests/cluster/test_metadata_convergence.py",
     "tests/integration/test_idempotence.py",
     "tests/cluster/test_cluster_fetch_sessions.py",
     "tests/integration/test_java_clients.py",

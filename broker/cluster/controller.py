@@ -68,6 +68,9 @@ class Controller:
     def session_renewed(self) -> None:
         self._wake.set()
 
+    def resynced(self) -> None:  # the view was read again after a watch break: look at all of it
+        self._wake.set()
+
     def topic_claim_released(self) -> None:  # partition states of a write that did not finish may be left
         self._wake.set()
 

@@ -90,7 +90,13 @@ class EtcdMetadataStore(MetadataStore):
         self._tasks: list[asyncio.Task] = []
         self._creating: set[str] = set()
         self._reserving: asyncio.Future | None = None
-        self.revision = 0
+        self.revision = 0  # the etcd revision the view is at
+        # every key applied, with the mod revision of its value: a resync drops those etcd no longer has
+        self.applied: dict[str, int] = {}
+        self._stale = False  # the watch broke: the view must be read again before watching on
+        self._watch_stream = None
+        self.resyncs = 0
+        self.etcd_gap = faults.etcd_gap(broker.config.log_dir)
         self.security: ClusterSecurity | None = None
         self.topic_write_delay_s = faults.topic_write_delay_s()
         self.kill_after_topic_write_step = faults.topic_write_killer()
@@ -124,10 +130,12 @@ class EtcdMetadataStore(MetadataStore):
         self.security = ClusterSecurity(self)
         for repair in self.broker.logs.read_high_watermarks():
             log.warning("%s", repair)
-        await self._load_all()
+        await self._resync()
         self._tasks = [asyncio.ensure_future(t) for t in (self._keep_alive(), self._watch(), self.controller.run(),
                                                            self.controller.rebalance_leaders(), self._check_isrs(),
                                                            self._checkpoint_high_watermarks())]
+        if self.etcd_gap.path is not None:
+            self._tasks.append(asyncio.ensure_future(self._inject_etcd_gaps()))
 
     async def _adopt_cluster_id(self) -> None:
         key = self.key("cluster_id")
@@ -164,6 +172,7 @@ class EtcdMetadataStore(MetadataStore):
         while True:
             await asyncio.sleep(self.ttl / 3)
             try:
+                self.etcd_gap.check(session=True)
                 reply = await self.lease.refresh()
                 if reply.TTL <= 0:
                     if not lost:
@@ -225,46 +234,83 @@ class EtcdMetadataStore(MetadataStore):
 
     # --- the metadata cache --------------------------------------------------------------------
 
-    async def _load_all(self) -> None:
+    async def _resync(self) -> None:
+        """Make the view etcd's at one revision R, read now, as if every change since the revision applied
+        had come through the watch: each key applied before and absent at R is applied as a deletion, with
+        a watch event's side effects (a broker leaving, the controller gone, a topic's logs deleted, a
+        partition's replica stopped), then every key at R. The watch goes on from R + 1."""
+        self.etcd_gap.check()
         found = await self.client.get_prefix(self.key(""))
-        self.revision = found.header.revision
+        revision = found.header.revision
+        if revision < self.revision:  # a linearizable read is never older; the view never moves back
+            raise ConnectionError(f"etcd answered at revision {revision}, before the {self.revision} applied")
+        present = {kv.key.decode(): kv for kv in found}
+        for key in sorted(k for k in self.applied if k not in present):  # (partition states before topics)
+            self._apply(key, None, revision)
         entries = sorted(((kv.key.decode(), kv.value, kv.mod_revision) for kv in found), key=lambda e: e[0])
-        self.security.clear()  # what etcd holds replaces it, deletions missed while the watch was down included
         # topics before partitions, so each partition's log exists when its state arrives
-        for key, value, revision in entries:
+        for key, value, mod_revision in entries:
             if self._relative(key).startswith("topics/"):
-                self._apply(key, value, revision)
+                self._apply(key, value, mod_revision)
         self._drop_deleted_topics()
-        for key, value, revision in entries:
+        for key, value, mod_revision in entries:
             if not self._relative(key).startswith("topics/"):
-                self._apply(key, value, revision)
+                self._apply(key, value, mod_revision)
+        self.revision = revision
+        self.resyncs += 1
+        self.controller.resynced()
 
     def _relative(self, key: str) -> str:
         return key[len(self.chroot) + 1 :]
 
     async def _watch(self) -> None:
+        """etcd's changes in revision order. Any end of the watch (an error, a member gone, a start revision
+        etcd compacted away, a fault hook) may have lost changes: the view is read again, then watched on."""
         failing = False  # an etcd outage is logged once, not at every retry
         while True:
             try:
-                watch = await self.client.watch_prefix(self.key(""), start_revision=self.revision + 1)
-                async for event in watch:
+                if self._stale:
+                    await self._resync()
+                    if failing:
+                        log.info("etcd answers again: the view is etcd's at revision %d", self.revision)
+                    self._stale = failing = False
+                self._watch_stream = await self.client.watch_prefix(self.key(""), start_revision=self.revision + 1)
+                if self._stale:  # broken while it was being set up
+                    await self._watch_stream.cancel()
+                async for event in self._watch_stream:
                     self.revision = max(self.revision, event.kv.mod_revision)
                     value = event.kv.value if event.kind == "PUT" else None
                     self._apply(event.kv.key.decode(), value, event.kv.mod_revision)
+                self._stale = True
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 if not failing:
-                    log.warning("etcd watch ended (%s); reloading until etcd answers", exc)
-                failing = True
+                    log.warning("etcd watch ended (%s); reading the whole view again once etcd answers",
+                                "history compacted past revision %d" % self.revision
+                                if isinstance(exc, aetcd.exceptions.RevisionCompactedError) else exc)
+                failing = self._stale = True
                 await asyncio.sleep(RETRY_S)
-                try:
-                    await self._load_all()
-                    failing = False
-                except Exception as exc2:
-                    log.debug("etcd reload failed: %s", exc2)
+            finally:
+                self._watch_stream = None
+
+    def _break_watch(self) -> None:
+        """Ends the watch under way, so the view is read again."""
+        self._stale = True
+        if self._watch_stream is not None:
+            asyncio.ensure_future(self._watch_stream.cancel())
+
+    async def _inject_etcd_gaps(self) -> None:
+        while True:
+            await asyncio.sleep(0.2)
+            if self.etcd_gap.poll():
+                self._break_watch()
 
     def _apply(self, key: str, value: bytes | None, revision: int) -> None:
+        if value is None:
+            self.applied.pop(key, None)
+        else:
+            self.applied[key] = revision
         parts = self._relative(key).split("/")
         try:
             if parts[0] == "brokers" and len(parts) == 3:
@@ -309,6 +355,8 @@ class EtcdMetadataStore(MetadataStore):
         if local is not None and local.topic_id != topic.topic_id:
             log.warning("local topic %s has id %s, the cluster's has %s: replacing it", name, local.topic_id,
                         topic.topic_id)
+            for p in range(local.num_partitions):  # (deleted and created again while the watch was down)
+                self.broker.replicas.apply_state(name, p, None)
             logs.delete_topic(name)
             local = None
         if local is None:
