@@ -386,6 +386,7 @@ LONG = (
     "tests/integration/test_compaction.py",
     "tests/cluster/test_cluster_metadata.py",
     "tests/cluster/test_metadata_convergence.py",
+    "tests/cluster/test_list_offsets_leader_change.py",
     "tests/integration/test_idempotence.py",
     "tests/cluster/test_cluster_fetch_sessions.py",
     "tests/integration/test_java_clients.py",
