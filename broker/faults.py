@@ -49,8 +49,10 @@ long its watch ends and cannot start again, its view cannot be read again, and
 its session keep-alives fail (a gap longer than etcd.session.timeout.ms loses
 the session; "N watch" spares the session): whatever changes in etcd meanwhile
 -- a broker leaving, a topic deleted, a new controller -- reaches this broker
-only by reading the whole view again once the gap ends. A relative PATH is
-taken in the broker's log directory.
+only by reading the whole view again once the gap ends. "N drop" instead loses
+the watch's events for N seconds without ending it (as a watch on an etcd member
+cut from the others may): only the periodic audit can find what was lost. A
+relative PATH is taken in the broker's log directory.
 
 MOLDAU_FAULT_IGNORE_CANCELLATION=1: the broker runs a task that goes on when
 cancelled (as a library call may, or a loop whose asyncio.wait_for lost the
@@ -193,10 +195,10 @@ class EtcdGap:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.until = 0.0
-        self.session_too = True
+        self.mode = ""  # "" (watch and session), "watch" or "drop"
 
     def poll(self) -> bool:
-        """True when the file asks for a gap, which starts now."""
+        """True when the file asks for a gap that ends the watch, which starts now."""
         if self.path is None:
             return False
         try:
@@ -205,16 +207,21 @@ class EtcdGap:
             self.path.unlink()
         except (OSError, ValueError):
             return False
-        self.session_too = what.strip() != "watch"
-        log.warning("fault injection (%s): no etcd watch%s for %ss", ETCD_GAP_ENV,
-                    " or session keep-alive" if self.session_too else "", seconds)
-        return True
+        self.mode = what.strip()
+        log.warning("fault injection (%s): %s for %ss", ETCD_GAP_ENV, {
+            "": "no etcd watch or session keep-alive", "watch": "no etcd watch",
+            "drop": "etcd watch events lost"}.get(self.mode, self.mode), seconds)
+        return self.mode != "drop"  # (a lost event does not end the watch)
 
     def check(self, session: bool = False) -> None:
         """Raises as an unreachable etcd does while a gap lasts (for the session's keep-alives, if they
         are cut too)."""
-        if time.monotonic() < self.until and (self.session_too or not session):
+        if time.monotonic() < self.until and (self.mode == "" or self.mode == "watch" and not session):
             raise ConnectionError(f"fault injection ({ETCD_GAP_ENV}): etcd unreachable")
+
+    def drops(self) -> bool:
+        """Whether a watch event is lost now."""
+        return self.mode == "drop" and time.monotonic() < self.until
 
 
 def etcd_gap(log_dir: Path) -> EtcdGap:

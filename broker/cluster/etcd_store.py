@@ -28,6 +28,7 @@ import math
 import socket
 
 import aetcd
+from aetcd import rpc
 from aetcd import utils as etcd_utils
 
 from broker import faults
@@ -49,6 +50,7 @@ from .store import MetadataStore
 log = logging.getLogger("moldau.etcd")
 
 RETRY_S = 0.5
+AUDIT_CONFIRM_S = 1.0  # a difference the audit finds counts once the next audit, this much later, finds it too
 # etcd's default --max-txn-ops: a transaction with more operations is refused
 MAX_TXN_OPS = 128
 CREATING = "creating"  # /creating/<name>: the claim of a topic write in several steps
@@ -96,6 +98,7 @@ class EtcdMetadataStore(MetadataStore):
         self._stale = False  # the watch broke: the view must be read again before watching on
         self._watch_stream = None
         self.resyncs = 0
+        self.divergences = 0  # differences between the view and etcd the audit found (each repaired)
         self.etcd_gap = faults.etcd_gap(broker.config.log_dir)
         self.security: ClusterSecurity | None = None
         self.topic_write_delay_s = faults.topic_write_delay_s()
@@ -133,7 +136,7 @@ class EtcdMetadataStore(MetadataStore):
         await self._resync()
         self._tasks = [asyncio.ensure_future(t) for t in (self._keep_alive(), self._watch(), self.controller.run(),
                                                            self.controller.rebalance_leaders(), self._check_isrs(),
-                                                           self._checkpoint_high_watermarks())]
+                                                           self._checkpoint_high_watermarks(), self._audit())]
         if self.etcd_gap.path is not None:
             self._tasks.append(asyncio.ensure_future(self._inject_etcd_gaps()))
 
@@ -279,6 +282,8 @@ class EtcdMetadataStore(MetadataStore):
                     await self._watch_stream.cancel()
                 async for event in self._watch_stream:
                     self.revision = max(self.revision, event.kv.mod_revision)
+                    if self.etcd_gap.drops():
+                        continue
                     value = event.kv.value if event.kind == "PUT" else None
                     self._apply(event.kv.key.decode(), value, event.kv.mod_revision)
                 self._stale = True
@@ -299,6 +304,61 @@ class EtcdMetadataStore(MetadataStore):
         self._stale = True
         if self._watch_stream is not None:
             asyncio.ensure_future(self._watch_stream.cancel())
+
+    async def _audit(self) -> None:
+        """The operator's check that the view is etcd's, every etcd.audit.interval.ms: a difference found
+        twice in a row (the second look AUDIT_CONFIRM_S later, past this broker's own writes that run
+        ahead of its watch) is counted, logged and repaired by a resync."""
+        suspects: set[str] = set()
+        while True:
+            await asyncio.sleep(AUDIT_CONFIRM_S if suspects else self.broker.config["etcd.audit.interval.ms"] / 1000)
+            if self._stale:
+                suspects = set()
+                continue
+            try:
+                found = await self.divergences_from_etcd()
+            except Exception as exc:  # etcd away: the watch's own recovery reads the view again
+                log.debug("etcd audit skipped: %s", exc)
+                suspects = set()
+                continue
+            confirmed, suspects = (found & suspects, set()) if suspects else (set(), found)
+            if confirmed and not self._stale:
+                self.divergences += 1
+                log.error("the view of the cluster differs from etcd's at revision %d (%s); reading it again",
+                          self.revision, ", ".join(sorted(confirmed)[:10]))
+                self._break_watch()
+
+    async def divergences_from_etcd(self) -> set[str]:
+        """The keys on which the view differs from etcd's at the revision the view is at: each key applied
+        with its value's mod revision, and what the cache made of them (live brokers, controller, topics,
+        partition states). Keys this broker wrote and applied ahead of its watch are left out."""
+        at, applied = self.revision, dict(self.applied)
+        brokers, controller = set(self.cache.brokers), self.cache.controller_id
+        topics = {name: topic.num_partitions for name, topic in self.topics.items()}
+        partitions = {(t, p): state.version for (t, p), state in self.cache.partitions.items()}
+        prefix = self.key("")
+        request = rpc.RangeRequest(key=prefix, range_end=etcd_utils.prefix_range_end(prefix), revision=at)
+        response = await self.client.kvstub.Range(request, timeout=10, metadata=self.client.metadata)
+        held = {kv.key.decode(): kv for kv in response.kvs}
+        ahead = {key for key, revision in applied.items() if revision > at}
+        differ = {key for key in held.keys() | applied.keys()
+                  if key not in ahead and (key not in held or applied.get(key) != held[key].mod_revision)}
+        relative = {self._relative(key): kv for key, kv in held.items()}
+        if brokers != {int(k.rsplit("/", 1)[1]) for k in relative if k.startswith("brokers/ids/")}:
+            differ.add(self.key("brokers", "ids", "").decode())
+        if controller != (json.loads(relative["controller"].value)["broker_id"] if "controller" in relative
+                          else NO_LEADER):
+            differ.add(self.key("controller").decode())
+        for name in topics.keys() | {k[len("topics/"):] for k in relative if k.startswith("topics/")}:
+            kv = relative.get(f"topics/{name}")
+            if topics.get(name) != (json.loads(kv.value)["partitions"] if kv else None):
+                differ.add(self.key("topics", name).decode())
+        for t, p in partitions.keys() | {(k.split("/")[1], int(k.split("/")[2])) for k in relative
+                                         if k.startswith("partitions/")}:
+            kv, version = relative.get(f"partitions/{t}/{p}"), partitions.get((t, p))
+            if (version or 0) <= at and version != (kv.mod_revision if kv else None):
+                differ.add(self.key("partitions", t, p).decode())
+        return differ
 
     async def _inject_etcd_gaps(self) -> None:
         while True:

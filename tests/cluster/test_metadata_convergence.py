@@ -3,7 +3,8 @@
 A gap (the MOLDAU_FAULT_ETCD_GAP_FILE hook) ends a broker's watch and keeps it from reading etcd
 again for some seconds; what changes meanwhile reaches it only by a resync. The changes a watch event
 would have carried must have their side effects: a dead broker's partitions re-elected, a deleted
-topic's logs gone, the new controller known.
+topic's logs gone, the new controller known. A watch that loses events without ending is found out by
+the periodic audit, which counts the divergence and resyncs.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def test_a_controller_back_from_a_watch_gap_elects_for_a_broker_that_left_meanwh
     cluster.create_topic("led", partitions=3, replication_factor=3)
     controller = controller_of(cluster)
     victim = next(leader for p in range(3) if (leader := cluster.leader("led", p)) != controller)
-    gap(cluster.brokers[controller], 10, watch_only=True)  # it stays the controller, blind
+    gap(cluster.brokers[controller], 10, "watch")  # it stays the controller, blind
     cluster.brokers[victim].kill()
     # the victim's registration goes while the controller does not watch: nobody else may elect
     cluster.wait_until(lambda: victim not in etcd_view(cluster)["brokers"], 30, f"broker {victim}'s lease to end")
@@ -60,3 +61,20 @@ def test_a_controller_back_from_a_watch_gap_elects_for_a_broker_that_left_meanwh
 
     cluster.wait_until(elected, 60, f"new leaders and ISRs without broker {victim}")
     assert victim not in wait_converged(cluster)["brokers"]
+
+
+def test_the_audit_finds_a_view_that_lost_watch_events_and_repairs_it(start_cluster):
+    cluster = start_cluster(3, env=gap_env(3), metrics=True, etcd_audit_interval_ms=2000)
+    cluster.create_topic("doomed", partitions=1, replication_factor=3)
+    blind = 2
+    since = gap(cluster.brokers[blind], 4, "drop")
+    admin = cluster.admin()  # kept alive until the result is in
+    admin.delete_topics(["doomed"])["doomed"].result(30)
+    cluster.brokers[blind].wait_for_log("differs from etcd's at revision", timeout=30, since=since)
+    view = wait_converged(cluster)
+    assert "doomed" not in view["topics"]
+    assert cluster.metric(blind, "moldau_etcd_view_divergences_total") >= 1
+    for node in cluster.brokers:
+        assert cluster.metric(node, "moldau_etcd_revision_applied") > 0
+        if node != blind:
+            assert cluster.metric(node, "moldau_etcd_view_divergences_total") == 0, f"broker {node}: a false alarm"

@@ -19,13 +19,13 @@ def gap_env(size: int) -> dict[int, dict[str, str]]:
     return {node: {"MOLDAU_FAULT_ETCD_GAP_FILE": GAP_FILE} for node in range(1, size + 1)}
 
 
-def gap(broker, seconds: float, watch_only: bool = False) -> int:
-    """Cuts ``broker``'s etcd watch (and session, unless ``watch_only``) for ``seconds``; returns the log offset
-    its fault line comes after."""
+def gap(broker, seconds: float, mode: str = "") -> int:
+    """Cuts ``broker``'s etcd watch and session (``mode`` "watch": the watch alone; "drop": its events are lost,
+    the watch goes on) for ``seconds``; returns the log offset its fault line comes after."""
     since = broker.log_offset()
     path = broker.data_dir / GAP_FILE
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"{seconds}{' watch' if watch_only else ''}")
+    tmp.write_text(f"{seconds} {mode}")
     os.replace(tmp, path)  # whole, or the broker could read half a number
     broker.wait_for_log("fault injection .MOLDAU_FAULT_ETCD_GAP_FILE.", timeout=10, since=since)
     return since
