@@ -368,6 +368,7 @@ HEAVY = (
     "tests/reliability/test_cluster_partitions.py",
     "tests/reliability/test_abusive_requests.py",
     "tests/reliability/test_etcd_faults.py",
+    "tests/reliability/test_cluster_model.py",
     "tests/reliability/test_broker_pause.py",
     "tests/reliability/test_app_crash_loop.py",
     "tests/reliability/test_cluster_faults.py",
