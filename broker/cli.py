@@ -148,9 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--timeout", type=float, default=60.0, help="seconds allowed for reading (default %(default)s)")
     check.add_argument("--json", metavar="FILE", help="also write the verdict as JSON to FILE")
     transactions_command.add_parser(sub)
-    cluster = sub.add_parser("cluster", help="try a cluster on one machine: `moldau cluster up`",
-                             description="Start an etcd and N brokers on 127.0.0.1; Ctrl-C stops them all.")
-    cluster.add_argument("action", choices=["up"])
+    cluster = sub.add_parser("cluster", help="try a cluster on one machine: `moldau cluster up`; `check` a cluster",
+                             description="up: start an etcd and N brokers on 127.0.0.1; Ctrl-C stops them all. "
+                                         "check: compare every broker's view of the cluster with etcd's keys "
+                                         "(exit 0: the same, 1: a broker differs, 2: unreadable).")
+    cluster.add_argument("action", choices=["up", "check"])
+    cluster.add_argument("--etcd", default="127.0.0.1:2379", help="check: etcd.connect (default %(default)s)")
+    cluster.add_argument("--bootstrap-server", default="127.0.0.1:9092", help="check: a broker (default %(default)s)")
     cluster.add_argument("--brokers", type=int, default=3, help="how many brokers (default %(default)s)")
     cluster.add_argument("--data", default="./moldau-cluster", help="data directory (default %(default)s)")
     cluster.add_argument("--port", type=int, default=9092, help="first broker's port (default %(default)s)")
@@ -170,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         return _verify(args)
     if args.command == "transactions":
         return transactions_command.run(args)
+    if args.command == "cluster" and args.action == "check":
+        from .cluster import check
+
+        return check.run(args.etcd, args.bootstrap_server)
     if args.command == "cluster":
         from .cluster.local_cluster import cluster_up
 

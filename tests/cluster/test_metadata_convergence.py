@@ -9,10 +9,20 @@ the periodic audit, which counts the divergence and resyncs.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from confluent_kafka.admin import AdminClient
 
+from conftest import REPO_ROOT
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
 from helpers.convergence import etcd_view, gap, gap_env, wait_converged
+
+
+def cluster_check(cluster) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "broker", "cluster", "check", "--etcd", cluster.etcd.endpoint,
+                           "--bootstrap-server", cluster.bootstrap.split(",")[0]], capture_output=True, text=True, timeout=60,
+                          cwd=REPO_ROOT)
 
 
 def controller_of(cluster) -> int:
@@ -49,11 +59,13 @@ def test_a_controller_back_from_a_watch_gap_elects_for_a_broker_that_left_meanwh
     cluster.create_topic("led", partitions=3, replication_factor=3)
     controller = controller_of(cluster)
     victim = next(leader for p in range(3) if (leader := cluster.leader("led", p)) != controller)
-    gap(cluster.brokers[controller], 10, "watch")  # it stays the controller, blind
+    gap(cluster.brokers[controller], 14, "watch")  # it stays the controller, blind
     cluster.brokers[victim].kill()
     # the victim's registration goes while the controller does not watch: nobody else may elect
     cluster.wait_until(lambda: victim not in etcd_view(cluster)["brokers"], 30, f"broker {victim}'s lease to end")
     assert controller_of(cluster) == controller
+    blind = cluster_check(cluster)  # the operator's check sees the controller's view behind etcd's
+    assert blind.returncode == 1 and f"broker {controller}: differs from etcd" in blind.stdout, blind
 
     def elected() -> bool:
         states = etcd_view(cluster)["topics"]["led"].values()
@@ -61,6 +73,8 @@ def test_a_controller_back_from_a_watch_gap_elects_for_a_broker_that_left_meanwh
 
     cluster.wait_until(elected, 60, f"new leaders and ISRs without broker {victim}")
     assert victim not in wait_converged(cluster)["brokers"]
+    agreed = cluster_check(cluster)
+    assert agreed.returncode == 0 and agreed.stdout.count("same view as etcd") == 2, agreed
 
 
 def test_the_audit_finds_a_view_that_lost_watch_events_and_repairs_it(start_cluster):

@@ -1,5 +1,6 @@
 """Whether every broker's view of the cluster is etcd's: each broker's Metadata answer (live brokers,
-controller, topics, each partition's leader, epoch, replicas and ISR) against the keys etcd holds.
+controller, topics, each partition's leader, epoch, replicas and ISR) against the keys etcd holds, compared
+as `moldau cluster check` does (broker/cluster/check.py).
 
 ``gap(broker, seconds)`` starts a gap in one broker's etcd connection through its
 MOLDAU_FAULT_ETCD_GAP_FILE hook (the cluster must be started with ``env=gap_env(cluster size)``).
@@ -7,9 +8,9 @@ MOLDAU_FAULT_ETCD_GAP_FILE hook (the cluster must be started with ``env=gap_env(
 
 from __future__ import annotations
 
-import json
 import os
 
+from broker.cluster.check import view_from_etcd, view_from_metadata
 from helpers.wire import WireClient
 
 GAP_FILE = "etcd-gap"
@@ -33,34 +34,14 @@ def gap(broker, seconds: float, mode: str = "") -> int:
 
 def broker_view(port: int) -> dict:
     with WireClient(port) as client:
-        md = client.request("Metadata", 9, {"topics": None, "allow_auto_topic_creation": False,
-                                            "include_cluster_authorized_operations": False,
-                                            "include_topic_authorized_operations": False})
-    return {
-        "brokers": sorted(b["node_id"] for b in md["brokers"]),
-        "controller": md["controller_id"],
-        "topics": {t["name"]: {p["partition_index"]: (p["leader_id"], p["leader_epoch"], list(p["replica_nodes"]),
-                                                       list(p["isr_nodes"])) for p in t["partitions"]}
-                   for t in md["topics"]},
-    }
+        return view_from_metadata(client.request("Metadata", 9, {
+            "topics": None, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False}))
 
 
 def etcd_view(cluster) -> dict:
     """The same, from one read of etcd."""
-    kvs = {kv.key.decode(): json.loads(kv.value) for kv in cluster.etcd_prefix(b"/")
-           if kv.key.startswith((b"/brokers/", b"/controller", b"/topics/", b"/partitions/"))}
-    topics = {k.split("/")[2]: v["partitions"] for k, v in kvs.items() if k.startswith("/topics/")}
-    view = {
-        "brokers": sorted(int(k.rsplit("/", 1)[1]) for k in kvs if k.startswith("/brokers/ids/")),
-        "controller": kvs["/controller"]["broker_id"] if "/controller" in kvs else -1,
-        "topics": {name: {} for name in topics},
-    }
-    for k, v in kvs.items():
-        if k.startswith("/partitions/"):
-            _, _, topic, index = k.split("/")
-            if topic in topics and int(index) < topics[topic]:
-                view["topics"][topic][int(index)] = (v["leader"], v["leader_epoch"], v["replicas"], v["isr"])
-    return view
+    return view_from_etcd({kv.key.decode()[1:]: kv.value for kv in cluster.etcd_prefix(b"/")})
 
 
 def wait_converged(cluster, timeout: float = 45) -> dict:
