@@ -248,7 +248,8 @@ class EtcdMetadataStore(MetadataStore):
         if revision < self.revision:  # a linearizable read is never older; the view never moves back
             raise ConnectionError(f"etcd answered at revision {revision}, before the {self.revision} applied")
         present = {kv.key.decode(): kv for kv in found}
-        for key in sorted(k for k in self.applied if k not in present):  # (partition states before topics)
+        # (sorted: partition states before topics; a key this broker wrote after R is not R's to drop)
+        for key in sorted(k for k, applied_at in self.applied.items() if k not in present and applied_at <= revision):
             self._apply(key, None, revision)
         entries = sorted(((kv.key.decode(), kv.value, kv.mod_revision) for kv in found), key=lambda e: e[0])
         # topics before partitions, so each partition's log exists when its state arrives

@@ -20,9 +20,9 @@ from helpers.convergence import etcd_view, gap, gap_env, wait_converged
 
 
 def cluster_check(cluster) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker", "cluster", "check", "--etcd", cluster.etcd.endpoint,
-                           "--bootstrap-server", cluster.bootstrap.split(",")[0]], capture_output=True, text=True, timeout=60,
-                          cwd=REPO_ROOT)
+    command = [sys.executable, "-m", "broker", "cluster", "check", "--etcd", cluster.etcd.endpoint,
+               "--bootstrap-server", cluster.bootstrap.split(",")[0]]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
 
 
 def controller_of(cluster) -> int:
