@@ -42,7 +42,8 @@ class Model:
         self.topics: dict[str, int] = {}  # name -> partitions
         self.acked: dict[str, dict[tuple[int, int], bytes]] = {}  # name -> (partition, offset) -> value
         self.created = 0
-        self.checked = 0
+        self.produced = 0  # records acknowledged
+        self.checked = 0  # acknowledged records read back, over all checks
 
     # --- changes -------------------------------------------------------------------------
 
@@ -52,7 +53,7 @@ class Model:
         admin = self.cluster.admin()
         try:
             admin.create_topics([NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"})])[name].result(60)
-        except KafkaException as exc:  # (etcd away: done or not, etcd says which)
+        except (KafkaException, TimeoutError) as exc:  # (etcd or the controller away: done or not, etcd says)
             print(f"creating {name}: {exc}")
         self.settle(name)
 
@@ -63,7 +64,7 @@ class Model:
         admin = self.cluster.admin()
         try:
             admin.delete_topics([name])[name].result(60)
-        except KafkaException as exc:
+        except (KafkaException, TimeoutError) as exc:
             print(f"deleting {name}: {exc}")
         self.settle(name)
 
@@ -79,7 +80,8 @@ class Model:
             self.topics.pop(name, None)
             self.acked.pop(name, None)
 
-    def produce(self, count: int = 30) -> None:
+    def produce(self, count: int = 30, faults: bool = False) -> None:
+        """``count`` records to one topic, acks=all; all acknowledged unless ``faults`` are in play."""
         if not self.topics:
             self.create()
         name = self.rng.choice(sorted(self.topics))
@@ -92,13 +94,16 @@ class Model:
                 acked[(msg.partition(), msg.offset())] = msg.value()
 
         for i in range(count):
-            producer.produce(name, f"{name}-{self.checked}-{i}".encode(), partition=i % self.topics[name],
+            producer.produce(name, f"{name}-{self.produced}-{i}".encode(), partition=i % self.topics[name],
                              on_delivery=delivered)
+        before = len(acked)
         producer.flush(90)
+        self.produced += len(acked) - before
+        assert faults or len(acked) - before == count, f"{name}: {len(acked) - before} of {count} acknowledged"
 
     def mutate(self) -> None:
         """A change made while some broker does not see etcd."""
-        self.rng.choice([self.create, self.delete, self.produce])()
+        self.rng.choice([self.create, self.delete, lambda: self.produce(faults=True)])()
 
     # --- faults --------------------------------------------------------------------------
 
@@ -178,6 +183,6 @@ def test_every_broker_keeps_etcds_view_through_random_faults(start_cluster):
     for node in cluster.brokers:
         assert cluster.metric(node, "moldau_etcd_view_divergences_total") == 0, f"broker {node}'s audit found one"
     record_result("cluster_model", seed=seed, steps=STEPS, kinds=dict(done), topics_created=model.created,
-                  acknowledged_records_checked=model.checked,
+                  records_acknowledged=model.produced, acknowledged_records_read_back=model.checked,
                   resyncs={n: cluster.metric(n, "moldau_etcd_view_resyncs_total") for n in cluster.brokers},
                   seconds=round(time.monotonic() - started))
