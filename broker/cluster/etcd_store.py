@@ -136,7 +136,8 @@ class EtcdMetadataStore(MetadataStore):
         await self._resync()
         self._tasks = [asyncio.ensure_future(t) for t in (self._keep_alive(), self._watch(), self.controller.run(),
                                                            self.controller.rebalance_leaders(), self._check_isrs(),
-                                                           self._checkpoint_high_watermarks(), self._audit())]
+                                                           self._checkpoint_high_watermarks())]
+        self._tasks.append(asyncio.ensure_future(self._audit()))
         if self.etcd_gap.path is not None:
             self._tasks.append(asyncio.ensure_future(self._inject_etcd_gaps()))
 
