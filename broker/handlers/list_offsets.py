@@ -2,7 +2,8 @@
 
 For read_committed readers (v2+), latest is the last stable offset, and a
 lookup by timestamp or max timestamp answers only an offset below it (else
--1), as Kafka does: nothing of an open transaction is named to them.
+-1), as Kafka does: nothing of an open transaction is named to them. Others get
+the high watermark and offsets below it (the last fetchable offset).
 A partition named more than once is INVALID_REQUEST, each time (Kafka's duplicatePartitions).
 
 KIP-207: a new leader's high watermark may still be below the one its predecessor gave clients. Until
