@@ -191,15 +191,17 @@ def main(argv: list[str] | None = None) -> int:
         tool.add_parser(sub)
     console.add_parser(sub)
     cluster = sub.add_parser(
-        "cluster", help="try a cluster on one machine: `moldau cluster up`; `moldau cluster describe` any cluster",
+        "cluster", help="try a cluster on one machine: `moldau cluster up`; `describe` or `check` a cluster",
         description="`up` starts an etcd and N brokers on 127.0.0.1 and watches them: a broker that exits is "
                     "reported and left down until `start N`; `stop N`, `restart N` (a controlled shutdown) and "
                     "`status`, from another terminal, act on the `up` of the same --data. Ctrl-C stops them all. "
                     "`describe`: a cluster's brokers, controller and partition health (--bootstrap-server, "
-                    "--command-config).")
-    cluster.add_argument("action", choices=["up", "status", "start", "stop", "restart", "describe"])
+                    "--command-config). `check`: compare every broker's view of the cluster with etcd's keys "
+                    "(exit 0: the same, 1: a broker differs, 2: unreadable).")
+    cluster.add_argument("action", choices=["up", "status", "start", "stop", "restart", "describe", "check"])
     cluster.add_argument("node", nargs="?", type=int, help="a broker's node.id (start, stop, restart)")
-    cluster_describe.add_arguments(cluster)  # describe: any cluster's brokers, controller, partition health
+    cluster_describe.add_arguments(cluster)  # describe and check: --bootstrap-server (and describe's --command-config)
+    cluster.add_argument("--etcd", default="127.0.0.1:2379", help="check: etcd.connect (default %(default)s)")
     cluster.add_argument("--brokers", type=int, default=3, help="how many brokers (default %(default)s)")
     cluster.add_argument("--data", default="./moldau-cluster", help="data directory (default %(default)s)")
     cluster.add_argument("--port", type=int, default=9092, help="first broker's port (default %(default)s)")
@@ -226,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         return console.run(args)
     if args.command == "cluster" and args.action == "describe":
         return cluster_describe.run(args)
+    if args.command == "cluster" and args.action == "check":
+        from .cluster import check
+
+        return check.run(args.etcd, args.bootstrap_server)
     if args.command == "cluster":
         from .cluster.local_cluster import cluster_command, cluster_up
 

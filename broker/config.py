@@ -205,6 +205,9 @@ SETTINGS: list[Setting] = [
     # the cluster (docs/architecture.md); without etcd.connect the broker runs alone
     Setting("etcd.connect", str, "", "etcd endpoints host:port[,host:port...][/chroot]; empty: a standalone broker."),
     Setting("etcd.session.timeout.ms", int, 18_000, "A broker is gone when etcd has not heard from it this long."),
+    Setting("etcd.audit.interval.ms", int, 60_000, "How often a broker compares its view of the cluster with etcd's "
+            "keys (moldau_etcd_view_divergences counts differences; each is repaired by a resync).",
+            between(100, 2**31 - 1)),
     Setting("default.replication.factor", int, 1, "Replicas of an auto-created or unspecified-factor topic."),
     Setting("unclean.leader.election.enable", _bool, False,
             "Elect an out-of-sync replica when no in-sync one is left, losing what it lacks (topic-level too)."),

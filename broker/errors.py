@@ -59,6 +59,7 @@ class ErrorCode(IntEnum):
     SASL_AUTHENTICATION_FAILED = 58
     UNKNOWN_PRODUCER_ID = 59
     FENCED_LEADER_EPOCH = 74
+    OFFSET_NOT_AVAILABLE = 78  # KIP-207: a new leader whose high watermark has not reached its epoch's start
     UNKNOWN_LEADER_EPOCH = 75
     PREFERRED_LEADER_NOT_AVAILABLE = 80
     ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
