@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 
 import aetcd
 
-from broker.transactions_command import Cluster, CommandError
+from broker.admin.client import AdminClient, AdminError
 
 from .etcd_store import grpc_target, parse_connect
 
@@ -80,33 +79,34 @@ async def _read_etcd(connect: str) -> dict[str, bytes]:
     return {kv.key.decode()[len(chroot) + 1:]: kv.value for kv in found}
 
 
-def read_etcd(connect: str) -> View:
-    return view_from_etcd(asyncio.run(_read_etcd(connect)))
+def _every_topic(version: int) -> dict:
+    return {"topics": [] if version == 0 else None, "allow_auto_topic_creation": False}
 
 
-def _divergent(connect: str, cluster: Cluster) -> tuple[list[int], dict[int, list[str]]]:
+async def _divergent(connect: str, admin: AdminClient) -> tuple[list[int], dict[int, list[str]]]:
     """(the brokers asked, the differing ones' differences)."""
-    etcd = read_etcd(connect)
-    every_topic = {"topics": None, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
-                   "include_topic_authorized_operations": False}
+    etcd = view_from_etcd(await _read_etcd(connect))
+    await admin.metadata([])  # the brokers' addresses
     # the live brokers are etcd's (a broker may still list one that is gone); their addresses the bootstrap's
-    found = {node: differences(etcd, view_from_metadata(cluster.send(node, "Metadata", every_topic)))
-             if node in cluster.brokers else ["not in the bootstrap broker's Metadata: not asked"]
+    found = {node: differences(etcd, view_from_metadata(await admin.send("Metadata", _every_topic, node)))
+             if node in admin.brokers else ["not in the bootstrap broker's Metadata: not asked"]
              for node in etcd["brokers"]}
     return etcd["brokers"], {node: lines for node, lines in found.items() if lines}
 
 
+async def _check(etcd_connect: str, bootstrap: str, timeout_s: float) -> tuple[list[int], dict[int, list[str]]]:
+    async with AdminClient(bootstrap, timeout_s=timeout_s) as admin:
+        asked, divergent = await _divergent(etcd_connect, admin)
+        if divergent:  # (a change on its way through the watches)
+            await asyncio.sleep(RECHECK_S)
+            asked, divergent = await _divergent(etcd_connect, admin)
+    return asked, divergent
+
+
 def run(etcd_connect: str, bootstrap: str, timeout_s: float = 10.0) -> int:
     try:
-        cluster = Cluster(bootstrap, timeout_s)
-        try:
-            asked, divergent = _divergent(etcd_connect, cluster)
-            if divergent:  # (a change on its way through the watches)
-                time.sleep(RECHECK_S)
-                asked, divergent = _divergent(etcd_connect, cluster)
-        finally:
-            cluster.close()
-    except (CommandError, aetcd.exceptions.ClientError, ValueError) as exc:
+        asked, divergent = asyncio.run(_check(etcd_connect, bootstrap, timeout_s))
+    except (AdminError, aetcd.exceptions.ClientError, ValueError) as exc:
         print(f"moldau cluster check: {exc}", file=sys.stderr)
         return 2
     for node in sorted(asked):
