@@ -340,7 +340,7 @@ class EtcdMetadataStore(MetadataStore):
         """Ends the watch under way, so the view is read again."""
         self._stale = True
         if self._watch_stream is not None:
-            asyncio.ensure_future(self._watch_stream.cancel())
+            self.broker.supervisor.spawn(self._watch_stream.cancel())
 
     async def _audit(self) -> None:
         """The operator's check that the view is etcd's, every etcd.audit.interval.ms: a difference found
