@@ -121,11 +121,10 @@ class Broker:
         log.info("loaded %d topics from %s", len(self.logs.topics), self.config.log_dir)
 
     async def open(self) -> None:
-        """Join the cluster (a standalone broker has nothing to join), then load the coordinators' state
-        of the internal topics' partitions it leads, before it listens."""
+        """Join the cluster (a standalone broker has nothing to join). The coordinators' state of the
+        internal topics' partitions it leads loads in the background, as in Kafka: the broker listens
+        meanwhile and answers their keys COORDINATOR_LOAD_IN_PROGRESS until each partition is loaded."""
         await self.store.start()
-        await self.groups.partitions.loaded()
-        await self.transactions.partitions.loaded()
 
     def leadership_changed(self, topic: str, partition: int, leader: bool, epoch: int) -> None:
         """A coordinator takes over the keys of an internal topic's partition this broker now leads

@@ -17,6 +17,7 @@ from . import __version__, descriptors, shutdown
 from .admin import acls, cluster_describe, configs, consumer_groups, topics, transactions
 from .admin import command as admin_command
 from .cluster.store import NodeIdInUse
+from .console import child as console_child, command as console
 from .config import BrokerConfig, ConfigError, describe_settings
 from .log_levels import apply_log_levels, log_levels_problem
 
@@ -73,6 +74,10 @@ def _serve(args) -> int:
         metrics_port = config["metrics.port"]
         metrics_socket = None if metrics_port is None else bind_socket(
             config["metrics.host"], metrics_port, "metrics.port", listen=True)
+        console_socket = None
+        if config["console.port"] is not None:
+            console_child.check(config)
+            console_socket = bind_socket(config["console.host"], config["console.port"], "console.port")
     except ConfigError as exc:
         print(f"moldau: {exc}", file=sys.stderr)
         return 2
@@ -102,6 +107,9 @@ def _serve(args) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping, sig)
+        if console_socket is not None:  # stopped with the broker's other supervised tasks
+            broker.supervisor.start("web-console", lambda: console_child.supervise(config, listeners[0],
+                                                                                   console_socket))
         await serve(broker, stop, bound, metrics_socket)
 
     try:
@@ -181,16 +189,19 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--json", metavar="FILE", help="also write the verdict as JSON to FILE")
     for tool in ADMIN_TOOLS.values():
         tool.add_parser(sub)
+    console.add_parser(sub)
     cluster = sub.add_parser(
-        "cluster", help="try a cluster on one machine: `moldau cluster up`; `moldau cluster describe` any cluster",
+        "cluster", help="try a cluster on one machine: `moldau cluster up`; `describe` or `check` a cluster",
         description="`up` starts an etcd and N brokers on 127.0.0.1 and watches them: a broker that exits is "
                     "reported and left down until `start N`; `stop N`, `restart N` (a controlled shutdown) and "
                     "`status`, from another terminal, act on the `up` of the same --data. Ctrl-C stops them all. "
                     "`describe`: a cluster's brokers, controller and partition health (--bootstrap-server, "
-                    "--command-config).")
-    cluster.add_argument("action", choices=["up", "status", "start", "stop", "restart", "describe"])
+                    "--command-config). `check`: compare every broker's view of the cluster with etcd's keys "
+                    "(exit 0: the same, 1: a broker differs, 2: unreadable).")
+    cluster.add_argument("action", choices=["up", "status", "start", "stop", "restart", "describe", "check"])
     cluster.add_argument("node", nargs="?", type=int, help="a broker's node.id (start, stop, restart)")
-    cluster_describe.add_arguments(cluster)  # describe: any cluster's brokers, controller, partition health
+    cluster_describe.add_arguments(cluster)  # describe and check: --bootstrap-server (and describe's --command-config)
+    cluster.add_argument("--etcd", default="127.0.0.1:2379", help="check: etcd.connect (default %(default)s)")
     cluster.add_argument("--brokers", type=int, default=3, help="how many brokers (default %(default)s)")
     cluster.add_argument("--data", default="./moldau-cluster", help="data directory (default %(default)s)")
     cluster.add_argument("--port", type=int, default=9092, help="first broker's port (default %(default)s)")
@@ -213,8 +224,14 @@ def main(argv: list[str] | None = None) -> int:
         return _verify(args)
     if args.command in ADMIN_TOOLS:
         return ADMIN_TOOLS[args.command].run(args)
+    if args.command == "console":
+        return console.run(args)
     if args.command == "cluster" and args.action == "describe":
         return cluster_describe.run(args)
+    if args.command == "cluster" and args.action == "check":
+        from .cluster import check
+
+        return check.run(args.etcd, args.bootstrap_server)
     if args.command == "cluster":
         from .cluster.local_cluster import cluster_command, cluster_up
 

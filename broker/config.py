@@ -34,6 +34,16 @@ def between(low: int, high: int) -> Callable[[object], str | None]:
     return lambda value: None if low <= value <= high else f"must be in [{low}, {high}]"
 
 
+def assignors_problem(value: str) -> str | None:
+    from broker.group.assignors import ASSIGNORS  # (the group package imports the broker's modules)
+
+    names = [n.strip() for n in value.split(",")]
+    unknown = [n for n in names if n not in ASSIGNORS]
+    if unknown or not value.strip():
+        return f"assignors are {', '.join(ASSIGNORS)}"
+    return None
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -119,6 +129,12 @@ SETTINGS: list[Setting] = [
     Setting("metrics.port", _optional_int, None, "Serve Prometheus metrics on this port (default: off).",
             between(0, 65535)),
     Setting("metrics.host", str, "127.0.0.1", "Address the Prometheus metrics endpoint binds."),
+    Setting("console.port", _optional_int, None,
+            "Serve the web console (moldau console) on this port, reading this broker's cluster through its first "
+            "listener (default: off; needs pip install 'moldau[console]').", between(0, 65535)),
+    Setting("console.host", str, "127.0.0.1", "Address the web console binds."),
+    Setting("console.command.config", str, "",
+            "Client properties the console connects with (a SASL or TLS first listener), as --command-config."),
     Setting("max.incremental.fetch.session.cache.slots", int, 1000,
             "Incremental fetch sessions (KIP-227) the broker keeps; 0 answers every Fetch sessionless.", at_least(0)),
     Setting("log.message.timestamp.before.max.ms", int, 2**63 - 1,
@@ -131,6 +147,15 @@ SETTINGS: list[Setting] = [
             between(1, 2**31 - 1)),
     Setting("group.min.session.timeout.ms", int, 6000, "Smallest session.timeout.ms a group member may ask for."),
     Setting("group.max.session.timeout.ms", int, 1_800_000, "Largest session.timeout.ms a group member may ask for."),
+    # KIP-848 consumer groups (group.protocol=consumer)
+    Setting("group.consumer.heartbeat.interval.ms", int, 5000,
+            "How often a consumer-protocol member heartbeats (told in every ConsumerGroupHeartbeat).", at_least(1)),
+    Setting("group.consumer.session.timeout.ms", int, 45000,
+            "A consumer-protocol member that does not heartbeat for this long is removed.", at_least(1)),
+    Setting("group.consumer.max.size", int, 2**31 - 1,
+            "Most members a consumer-protocol group may have (GROUP_MAX_SIZE_REACHED).", between(1, 2**31 - 1)),
+    Setting("group.consumer.assignors", str, "uniform,range",
+            "Server-side assignors a member may name; the first is the default.", assignors_problem),
     Setting("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets when the broker creates it.",
             at_least(1)),
     Setting("offsets.topic.segment.bytes", int, 104_857_600, "segment.bytes of __consumer_offsets when the broker "
@@ -180,6 +205,9 @@ SETTINGS: list[Setting] = [
     # the cluster (docs/architecture.md); without etcd.connect the broker runs alone
     Setting("etcd.connect", str, "", "etcd endpoints host:port[,host:port...][/chroot]; empty: a standalone broker."),
     Setting("etcd.session.timeout.ms", int, 9_000, "A broker is gone when etcd has not heard from it this long."),
+    Setting("etcd.audit.interval.ms", int, 60_000, "How often a broker compares its view of the cluster with etcd's "
+            "keys (moldau_etcd_view_divergences counts differences; each is repaired by a resync).",
+            between(100, 2**31 - 1)),
     Setting("default.replication.factor", int, 1, "Replicas of an auto-created or unspecified-factor topic."),
     Setting("unclean.leader.election.enable", _bool, False,
             "Elect an out-of-sync replica when no in-sync one is left, losing what it lacks (topic-level too)."),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from typing import Awaitable, Callable, Iterator, TypeVar, Union
 
 from protocol.records import BatchHeader, read_header
@@ -29,7 +30,7 @@ log = logging.getLogger("moldau.coordinator")
 LOADING, ACTIVE = "loading", "active"
 Pending = Union[ErrorCode, Awaitable[ErrorCode]]  # an answer now, or one to wait for
 T, U = TypeVar("T"), TypeVar("U")
-LOAD_STEP_BATCHES = 500  # batches replayed between two turns of the event loop
+LOAD_STEP_S = 0.02  # replay between two turns of the event loop: requests wait no longer than this
 
 # a state write's failure as the coordinator's client sees it (Kafka's mapping for offset commits and
 # transaction state): try again later, or find the coordinator again
@@ -95,11 +96,6 @@ class OwnedPartitions:
             self.supervisor.stop(self._load_name(partition))
         return self.states.pop(partition, None) is not None
 
-    async def loaded(self) -> None:
-        """Once every load under way has ended."""
-        while self._loads:
-            await asyncio.wait(list(self._loads.values()))
-
 
 async def replay(log_: Log, feed: Callable[[BatchHeader, bytes], None]) -> None:
     """Feed every batch of ``log_`` to ``feed`` in log order, a step at a time so that other requests
@@ -108,11 +104,12 @@ async def replay(log_: Log, feed: Callable[[BatchHeader, bytes], None]) -> None:
     position = 0
     while True:
         fed = 0
+        step_ends = time.monotonic() + LOAD_STEP_S
         for hdr, data in _from(log_, position):
             feed(hdr, data)
             position = hdr.next_offset
             fed += 1
-            if fed == LOAD_STEP_BATCHES:
+            if time.monotonic() > step_ends:
                 break
         if position >= log_.log_end_offset or fed == 0:
             return

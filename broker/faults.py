@@ -53,6 +53,17 @@ starts. The supervisor must log it and restart the task, and the task's
 work must go on. A relative PATH is taken in the broker's log directory,
 as for the slow disk.
 
+MOLDAU_FAULT_ETCD_GAP_FILE=PATH: a gap in this broker's etcd connection. When
+PATH appears holding a number of seconds, the broker takes it away and for that
+long its watch ends and cannot start again, its view cannot be read again, and
+its session keep-alives fail (a gap longer than etcd.session.timeout.ms loses
+the session; "N watch" spares the session): whatever changes in etcd meanwhile
+-- a broker leaving, a topic deleted, a new controller -- reaches this broker
+only by reading the whole view again once the gap ends. "N drop" instead loses
+the watch's events for N seconds without ending it (as a watch on an etcd member
+cut from the others may): only the periodic audit can find what was lost. A
+relative PATH is taken in the broker's log directory.
+
 MOLDAU_FAULT_IGNORE_CANCELLATION=1: the broker runs a task that goes on when
 cancelled (as a library call may, or a loop whose asyncio.wait_for lost the
 cancellation). A SIGTERM must still end the process within the shutdown's
@@ -65,6 +76,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 from pathlib import Path
 
 from .config import ConfigError
@@ -79,6 +91,7 @@ DELAY_TOPIC_WRITE_ENV = "MOLDAU_FAULT_DELAY_TOPIC_WRITE_STEPS_MS"
 KILL_AFTER_TOPIC_WRITE_ENV = "MOLDAU_FAULT_KILL_AFTER_TOPIC_WRITE_STEPS"
 IGNORE_CANCELLATION_ENV = "MOLDAU_FAULT_IGNORE_CANCELLATION"
 FAIL_TASKS_FILE_ENV = "MOLDAU_FAULT_FAIL_TASKS_FILE"
+ETCD_GAP_ENV = "MOLDAU_FAULT_ETCD_GAP_FILE"
 
 log = logging.getLogger("moldau.faults")
 
@@ -185,6 +198,47 @@ def slow_disk(log_dir: Path) -> SlowDisk:
     """The slow disk the environment asks for; one that never waits by default."""
     name = os.environ.get(SLOW_DISK_ENV)
     return SlowDisk(log_dir / name if name else None)
+
+
+class EtcdGap:
+    """Whether this broker's etcd watch and session are cut now (never without the variable)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.until = 0.0
+        self.mode = ""  # "" (watch and session), "watch" or "drop"
+
+    def poll(self) -> bool:
+        """True when the file asks for a gap that ends the watch, which starts now."""
+        if self.path is None:
+            return False
+        try:
+            seconds, _, what = self.path.read_text().partition(" ")
+            self.until = time.monotonic() + float(seconds)
+            self.path.unlink()
+        except (OSError, ValueError):
+            return False
+        self.mode = what.strip()
+        log.warning("fault injection (%s): %s for %ss", ETCD_GAP_ENV, {
+            "": "no etcd watch or session keep-alive", "watch": "no etcd watch",
+            "drop": "etcd watch events lost"}.get(self.mode, self.mode), seconds)
+        return self.mode != "drop"  # (a lost event does not end the watch)
+
+    def check(self, session: bool = False) -> None:
+        """Raises as an unreachable etcd does while a gap lasts (for the session's keep-alives, if they
+        are cut too)."""
+        if time.monotonic() < self.until and (self.mode == "" or self.mode == "watch" and not session):
+            raise ConnectionError(f"fault injection ({ETCD_GAP_ENV}): etcd unreachable")
+
+    def drops(self) -> bool:
+        """Whether a watch event is lost now."""
+        return self.mode == "drop" and time.monotonic() < self.until
+
+
+def etcd_gap(log_dir: Path) -> EtcdGap:
+    """The gap hook the environment asks for; one that never cuts by default."""
+    name = os.environ.get(ETCD_GAP_ENV)
+    return EtcdGap(log_dir / name if name else None)
 
 
 def isr_expansion_delay_s() -> float:

@@ -143,6 +143,7 @@ class BrokerMetrics:
         yield from self._partitions()
         yield from self._transactions()
         yield from self._groups()
+        yield from self._cluster_view()
         connections = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
                                         "Open client connections", labels=["listener"])
         by_listener = Counter(conn.listener.name for conn in self.connections)
@@ -246,6 +247,19 @@ class BrokerMetrics:
                                 "Partitions whose last stable offset has been stuck at an open transaction "
                                 "for longer than transaction.max.timeout.ms (KIP-664)",
                                 value=self.broker.transactions.lso_watch.hanging(int(time.time() * 1000)))
+
+    def _cluster_view(self):
+        """A clustered broker's view of etcd: the revision applied, resyncs, differences the audit found."""
+        store = self.broker.store
+        if not hasattr(store, "divergences"):
+            return
+        yield GaugeMetricFamily("moldau_etcd_revision_applied", "The etcd revision this broker's view is at",
+                                value=store.revision)
+        yield CounterMetricFamily("moldau_etcd_view_resyncs", "Whole reads of the view from etcd (start, watch breaks)",
+                                  value=store.resyncs)
+        yield CounterMetricFamily("moldau_etcd_view_divergences",
+                                  "Differences between the view and etcd found by the periodic audit",
+                                  value=store.divergences)
 
     def _groups(self):
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the group's committed offset",

@@ -3,7 +3,11 @@
 Kafka publishes its wire format as JSON message definitions (Apache-2.0); a copy
 ships inside the kafka-python wheel. This keeps only the structural facts the
 codec needs (names, types, version ranges, tags, defaults) and drops comments
-and prose. Run: python tools/import_schemas.py [path/to/schemas/resources]
+and prose. Run: python tools/import_schemas.py [path/to/schemas/resources ...]
+
+Definitions are merged into the existing file, so a source that lacks some (the
+wheel has no KIP-848 APIs, nor the group coordinator's record schemas, which come
+from Kafka's clients/ and group-coordinator/ resources) does not drop them.
 """
 
 import json
@@ -14,6 +18,13 @@ from pathlib import Path
 # serves: WriteTxnMarkers v0 is v1 without flexible encoding, every field is declared "0+".
 RESTORED_VERSIONS = {"WriteTxnMarkersRequest": "0-2", "WriteTxnMarkersResponse": "0-2"}
 KEEP = ("name", "type", "versions", "nullableVersions", "taggedVersions", "tag", "default", "flexibleVersions")
+# __consumer_offsets record schemas ("data") of KIP-848 consumer groups, encoded with the same codec
+COORDINATOR_RECORDS = {
+    f"ConsumerGroup{name}{part}"
+    for name in ("Metadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember",
+                 "CurrentMemberAssignment")
+    for part in ("Key", "Value")
+}
 ROOT_KEEP = ("apiKey", "type", "name", "validVersions", "flexibleVersions")
 
 
@@ -49,13 +60,13 @@ def default_source() -> Path:
 
 
 def main() -> None:
-    src = Path(sys.argv[1]) if len(sys.argv) > 1 else default_source()
-    messages = {}
-    for path in sorted(src.glob("*.json")):
-        schema = json.loads(strip_comments(path.read_text()))
-        if schema.get("type") in ("request", "response", "header"):
-            messages[schema["name"]] = slim(schema)
+    sources = [Path(arg) for arg in sys.argv[1:]] or [default_source()]
     dest = Path(__file__).resolve().parent.parent / "protocol" / "messages.json"
+    messages = json.loads(dest.read_text()) if dest.exists() else {}
+    for path in sorted(p for src in sources for p in src.glob("*.json")):
+        schema = json.loads(strip_comments(path.read_text()))
+        if schema.get("type") in ("request", "response", "header") or schema["name"] in COORDINATOR_RECORDS:
+            messages[schema["name"]] = slim(schema)
     dest.write_text(json.dumps(messages, indent=1, sort_keys=True) + "\n")
     print(f"wrote {len(messages)} message definitions to {dest}")
 

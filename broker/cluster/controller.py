@@ -71,6 +71,9 @@ class Controller:
     def configs_changed(self) -> None:  # unclean.leader.election.enable may elect an offline partition's leader
         self._wake.set()
 
+    def resynced(self) -> None:  # the view was read again after a watch break: look at all of it
+        self._wake.set()
+
     def topic_claim_released(self) -> None:  # partition states of a write that did not finish may be left
         self._wake.set()
 

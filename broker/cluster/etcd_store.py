@@ -30,6 +30,7 @@ import math
 import socket
 
 import aetcd
+from aetcd import rpc
 from aetcd import utils as etcd_utils
 
 from broker import faults
@@ -56,6 +57,7 @@ log = logging.getLogger("moldau.etcd")
 RETRY_S = 0.5
 COUNTDOWN_S = 5.0  # between the lines counting down an earlier run's session
 KEEPALIVE_S = 1.0  # between the session's keep-alives
+AUDIT_CONFIRM_S = 1.0  # a difference the audit finds counts once the next audit, this much later, finds it too
 # etcd's default --max-txn-ops: a transaction with more operations is refused
 MAX_TXN_OPS = 128
 CREATING = "creating"  # /creating/<name>: the claim of a topic write in several steps
@@ -99,7 +101,14 @@ class EtcdMetadataStore(MetadataStore):
         self._creating: set[str] = set()
         self._following: set[str] = set()  # topics whose local logs a task is making etcd's (_follow_topic)
         self._reserving: asyncio.Future | None = None
-        self.revision = 0
+        self.revision = 0  # the etcd revision the view is at
+        # every key applied, with the mod revision of its value: a resync drops those etcd no longer has
+        self.applied: dict[str, int] = {}
+        self._stale = False  # the watch broke: the view must be read again before watching on
+        self._watch_stream = None
+        self.resyncs = 0
+        self.divergences = 0  # differences between the view and etcd the audit found (each repaired)
+        self.etcd_gap = faults.etcd_gap(broker.config.log_dir)
         self.security: ClusterSecurity | None = None
         self.configs = EtcdConfigs(self)
         self.topic_write_delay_s = faults.topic_write_delay_s()
@@ -134,12 +143,14 @@ class EtcdMetadataStore(MetadataStore):
         self.security = ClusterSecurity(self)
         for repair in self.broker.logs.read_high_watermarks():
             log.warning("%s", repair)
-        await self._load_all()
+        await self._resync()
         self._tasks = [self.broker.supervisor.start(name, loop) for name, loop in (
             ("etcd-session", self._keep_alive), ("etcd-watch", self._watch),
             ("controller-event-thread", self.controller.run),
             ("auto-leader-rebalance-task", self.controller.rebalance_leaders), ("isr-expiration", self._check_isrs),
-            ("highwatermark-checkpoint", self._checkpoint_high_watermarks))]
+            ("highwatermark-checkpoint", self._checkpoint_high_watermarks), ("etcd-view-audit", self._audit))]
+        if self.etcd_gap.path is not None:
+            self._tasks.append(self.broker.supervisor.start("etcd-gap-fault", self._inject_etcd_gaps))
 
     async def _adopt_cluster_id(self) -> None:
         key = self.key("cluster_id")
@@ -209,6 +220,7 @@ class EtcdMetadataStore(MetadataStore):
             # often, so that only a stall of nearly the whole session timeout loses it (docs/performance.md)
             await asyncio.sleep(min(KEEPALIVE_S, self.ttl / 3))
             try:
+                self.etcd_gap.check(session=True)
                 reply = await self.lease.refresh()
                 if reply.TTL <= 0:
                     if not lost:
@@ -271,46 +283,141 @@ class EtcdMetadataStore(MetadataStore):
 
     # --- the metadata cache --------------------------------------------------------------------
 
-    async def _load_all(self) -> None:
+    async def _resync(self) -> None:
+        """Make the view etcd's at one revision R, read now, as if every change since the revision applied
+        had come through the watch: each key applied before and absent at R is applied as a deletion, with
+        a watch event's side effects (a broker leaving, the controller gone, a topic's logs deleted, a
+        partition's replica stopped), then every key at R. The watch goes on from R + 1."""
+        self.etcd_gap.check()
         found = await self.client.get_prefix(self.key(""))
-        self.revision = found.header.revision
+        revision = found.header.revision
+        if revision < self.revision:  # a linearizable read is never older; the view never moves back
+            raise ConnectionError(f"etcd answered at revision {revision}, before the {self.revision} applied")
+        present = {kv.key.decode(): kv for kv in found}
+        # (sorted: partition states before topics; a key this broker wrote after R is not R's to drop)
+        for key in sorted(k for k, applied_at in self.applied.items() if k not in present and applied_at <= revision):
+            self._apply(key, None, revision)
         entries = sorted(((kv.key.decode(), kv.value, kv.mod_revision) for kv in found), key=lambda e: e[0])
-        self.security.clear()  # what etcd holds replaces it, deletions missed while the watch was down included
         # topics before partitions, so each partition's log exists when its state arrives
-        for key, value, revision in entries:
+        for key, value, mod_revision in entries:
             if self._relative(key).startswith("topics/"):
-                self._apply(key, value, revision)
+                self._apply(key, value, mod_revision)
         self._drop_deleted_topics()
-        for key, value, revision in entries:
+        for key, value, mod_revision in entries:
             if not self._relative(key).startswith("topics/"):
-                self._apply(key, value, revision)
+                self._apply(key, value, mod_revision)
+        self.revision = revision
+        self.resyncs += 1
+        self.controller.resynced()
 
     def _relative(self, key: str) -> str:
         return key[len(self.chroot) + 1 :]
 
     async def _watch(self) -> None:
+        """etcd's changes in revision order. Any end of the watch (an error, a member gone, a start revision
+        etcd compacted away, a fault hook) may have lost changes: the view is read again, then watched on."""
         failing = False  # an etcd outage is logged once, not at every retry
         while True:
             try:
-                watch = await self.client.watch_prefix(self.key(""), start_revision=self.revision + 1)
-                async for event in watch:
+                if self._stale:
+                    await self._resync()
+                    if failing:
+                        log.info("etcd answers again: the view is etcd's at revision %d", self.revision)
+                    self._stale = failing = False
+                self._watch_stream = await self.client.watch_prefix(self.key(""), start_revision=self.revision + 1)
+                if self._stale:  # broken while it was being set up
+                    await self._watch_stream.cancel()
+                async for event in self._watch_stream:
                     self.revision = max(self.revision, event.kv.mod_revision)
+                    if self.etcd_gap.drops():
+                        continue
                     value = event.kv.value if event.kind == "PUT" else None
                     self._apply(event.kv.key.decode(), value, event.kv.mod_revision)
+                self._stale = True
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 if not failing:
-                    log.warning("etcd watch ended (%s); reloading until etcd answers", exc)
-                failing = True
+                    log.warning("etcd watch ended (%s); reading the whole view again once etcd answers",
+                                "history compacted past revision %d" % self.revision
+                                if isinstance(exc, aetcd.exceptions.RevisionCompactedError) else exc)
+                failing = self._stale = True
                 await asyncio.sleep(RETRY_S)
-                try:
-                    await self._load_all()
-                    failing = False
-                except Exception as exc2:
-                    log.debug("etcd reload failed: %s", exc2)
+            finally:
+                self._watch_stream = None
+
+    def _break_watch(self) -> None:
+        """Ends the watch under way, so the view is read again."""
+        self._stale = True
+        if self._watch_stream is not None:
+            self.broker.supervisor.spawn(self._watch_stream.cancel())
+
+    async def _audit(self) -> None:
+        """The operator's check that the view is etcd's, every etcd.audit.interval.ms: a difference found
+        twice in a row (the second look AUDIT_CONFIRM_S later, past this broker's own writes that run
+        ahead of its watch) is counted, logged and repaired by a resync."""
+        suspects: set[str] = set()
+        while True:
+            await asyncio.sleep(AUDIT_CONFIRM_S if suspects else self.broker.config["etcd.audit.interval.ms"] / 1000)
+            if self._stale:
+                suspects = set()
+                continue
+            try:
+                found = await self.divergences_from_etcd()
+            except Exception as exc:  # etcd away: the watch's own recovery reads the view again
+                log.debug("etcd audit skipped: %s", exc)
+                suspects = set()
+                continue
+            confirmed, suspects = (found & suspects, set()) if suspects else (set(), found)
+            if confirmed and not self._stale:
+                self.divergences += 1
+                log.error("the view of the cluster differs from etcd's at revision %d (%s); reading it again",
+                          self.revision, ", ".join(sorted(confirmed)[:10]))
+                self._break_watch()
+
+    async def divergences_from_etcd(self) -> set[str]:
+        """The keys on which the view differs from etcd's at the revision the view is at: each key applied
+        with its value's mod revision, and what the cache made of them (live brokers, controller, topics,
+        partition states). Keys this broker wrote and applied ahead of its watch are left out."""
+        at, applied = self.revision, dict(self.applied)
+        brokers, controller = set(self.cache.brokers), self.cache.controller_id
+        topics = {name: topic.num_partitions for name, topic in self.topics.items()}
+        partitions = {(t, p): state.version for (t, p), state in self.cache.partitions.items()}
+        prefix = self.key("")
+        request = rpc.RangeRequest(key=prefix, range_end=etcd_utils.prefix_range_end(prefix), revision=at)
+        response = await self.client.kvstub.Range(request, timeout=10, metadata=self.client.metadata)
+        held = {kv.key.decode(): kv for kv in response.kvs}
+        ahead = {key for key, revision in applied.items() if revision > at}
+        differ = {key for key in held.keys() | applied.keys()
+                  if key not in ahead and (key not in held or applied.get(key) != held[key].mod_revision)}
+        relative = {self._relative(key): kv for key, kv in held.items()}
+        if brokers != {int(k.rsplit("/", 1)[1]) for k in relative if k.startswith("brokers/ids/")}:
+            differ.add(self.key("brokers", "ids", "").decode())
+        if controller != (json.loads(relative["controller"].value)["broker_id"] if "controller" in relative
+                          else NO_LEADER):
+            differ.add(self.key("controller").decode())
+        for name in topics.keys() | {k[len("topics/"):] for k in relative if k.startswith("topics/")}:
+            kv = relative.get(f"topics/{name}")
+            if topics.get(name) != (json.loads(kv.value)["partitions"] if kv else None):
+                differ.add(self.key("topics", name).decode())
+        for t, p in partitions.keys() | {(k.split("/")[1], int(k.split("/")[2])) for k in relative
+                                         if k.startswith("partitions/")}:
+            kv, version = relative.get(f"partitions/{t}/{p}"), partitions.get((t, p))
+            if (version or 0) <= at and version != (kv.mod_revision if kv else None):
+                differ.add(self.key("partitions", t, p).decode())
+        return differ
+
+    async def _inject_etcd_gaps(self) -> None:
+        while True:
+            await asyncio.sleep(0.2)
+            if self.etcd_gap.poll():
+                self._break_watch()
 
     def _apply(self, key: str, value: bytes | None, revision: int) -> None:
+        if value is None:
+            self.applied.pop(key, None)
+        else:
+            self.applied[key] = revision
         parts = self._relative(key).split("/")
         try:
             if parts[0] == "brokers" and len(parts) == 3:
@@ -399,6 +506,8 @@ class EtcdMetadataStore(MetadataStore):
             else:
                 log.warning("local topic %s has id %s, the cluster's has %s: replacing it", name, local.topic_id,
                             topic.topic_id)
+            for p in range(local.num_partitions):  # (deleted and created again while the watch was down)
+                self.broker.replicas.apply_state(name, p, None)
             yield logs.delete_topic_steps(name)
             local = None
         if topic is None:

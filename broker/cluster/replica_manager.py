@@ -50,6 +50,8 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self._hw_waiters: list[tuple[int, int, asyncio.Future]] = []  # (offset, leader epoch, future)
         self.isr_change_pending = False
+        # where this broker's current leadership began (Kafka's leaderEpochStartOffsetOpt); None as a follower
+        self.epoch_start_offset: int | None = None
         # ISRs this leader proposed that may be in the store: until a newer state arrives their members
         # count for the high watermark (Kafka's maximal ISR), so a follower being added is never in the
         # store's ISR without the records acknowledged meanwhile
@@ -86,6 +88,7 @@ class Partition:
         # ISR members count as caught up now: they get replica.lag.time.max.ms to show it
         self.followers = {r: FollowerState(last_caught_up_ms=now) for r in state.replicas if r != self.manager.node_id}
         self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
+        self.epoch_start_offset = self.log.log_end_offset
         self._complete_waiters()  # those of an earlier epoch fail: what they wait for may have been cut since
         if state.unclean:
             log.warning("%s-%d: elected by unclean leader election at epoch %d; this replica's log ends at "
@@ -198,6 +201,7 @@ class Partition:
             self.manager.role_taken("no longer leader", f"{self.topic}-{self.index} (leader {state.leader}, epoch "
                                                         f"{state.leader_epoch})")
             self.followers = {}
+            self.epoch_start_offset = None
             self._complete_waiters()
             self.manager.broker.leadership_changed(self.topic, self.index, False, state.leader_epoch)
         elif state.leader == me:

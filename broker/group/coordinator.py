@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 import uuid
 from typing import Awaitable, Callable, Union
@@ -29,6 +30,8 @@ from typing import Awaitable, Callable, Union
 from broker.coordinator_partitions import OwnedPartitions, Pending, then
 from broker.errors import ErrorCode
 
+from . import consumer_records, records
+from .consumer_coordinator import ConsumerGroupCoordinator
 from .manager import OFFSETS_TOPIC, GroupMetadataManager
 from .metadata import (
     CONSUMER_PROTOCOL_TYPE,
@@ -40,6 +43,7 @@ from .metadata import (
     SyncGroupResult,
     TopicPartition,
     UNKNOWN_MEMBER_ID,
+    call_later as _call_later,
     now_ms,
 )
 
@@ -54,10 +58,6 @@ EMPTY = GroupState.EMPTY
 log = logging.getLogger("moldau.group")
 
 PendingResults = Union[dict[TopicPartition, ErrorCode], Awaitable[dict[TopicPartition, ErrorCode]]]
-
-
-def _call_later(delay_ms: int, callback, *args) -> asyncio.TimerHandle:
-    return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback, *args)
 
 
 def _cancel(timer: asyncio.TimerHandle | None) -> None:
@@ -90,6 +90,7 @@ class GroupCoordinator:
         self.groups: dict[str, GroupMetadata] = {}
         self.supervisor = supervisor
         self.partitions = OwnedPartitions(OFFSETS_TOPIC, supervisor)
+        self.consumer = ConsumerGroupCoordinator(self)  # KIP-848 groups, kept in the same groups
 
     def start(self) -> None:
         """Start the offset retention check (on the running loop): Kafka's delete-expired-group-metadata."""
@@ -106,6 +107,8 @@ class GroupCoordinator:
             self.groups[group.group_id] = group
             for member in group.members.values():  # each gets a session timeout from now to find us
                 self._schedule_session_timeout(group, member)
+            if group.consumer is not None:
+                self.consumer.loaded(group)
 
     def on_resignation(self, partition: int) -> None:
         """Another broker leads the partition now: its groups are its coordinator's."""
@@ -144,9 +147,16 @@ class GroupCoordinator:
             error = ErrorCode.INVALID_SESSION_TIMEOUT
         elif group is None and joining.member_id != UNKNOWN_MEMBER_ID:
             error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif group is not None and group.consumer is not None and not group.is_empty():
+            # an upgraded group's classic members go on through the bridge
+            result = self.consumer.classic_join(group, joining, require_known_member_id)
+            return result if inspect.isawaitable(result) else _answered(result)
         else:
             if group is None:
                 group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
+            if group.consumer is not None:  # an empty consumer-protocol group becomes a classic one
+                self.manager.store_records(group_id, consumer_records.group_tombstones(group_id))
+                group.consumer = None
             if group.supports_protocols(joining.protocol_type, joining.protocols):
                 future = asyncio.get_running_loop().create_future()
                 if joining.member_id == UNKNOWN_MEMBER_ID:
@@ -339,6 +349,48 @@ class GroupCoordinator:
 
     # ---- SyncGroup, Heartbeat, LeaveGroup ---------------------------------------------
 
+    def _consumer_group(self, group_id: str) -> GroupMetadata | None:
+        """The group if this broker coordinates it now and it is a KIP-848 one (its classic members are bridged)."""
+        group = self.groups.get(group_id)
+        return group if group is not None and group.consumer is not None and not self.coordinator_error(group_id) else None
+
+    def hand_over(self, group: GroupMetadata) -> None:
+        """A classic group upgraded to a consumer group: its classic state goes; members waiting on a join or
+        sync are told REBALANCE_IN_PROGRESS and rejoin through the bridge."""
+        for member in group.members.values():
+            member.cancel_session_timer()
+            group.complete_join(member, JoinGroupResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+            group.complete_sync(member, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
+            _cancel(timer)
+        group.join_timer = group.sync_timer = None
+        group.pending_members.clear()
+        group.pending_sync.clear()
+        group.members.clear()
+        group.static_members.clear()
+        group.protocol_type = group.protocol_name = group.leader_id = None
+        group.generation_id = 0
+        group.state = EMPTY
+        group.subscribed_topics = None
+
+    def take_over(self, group: GroupMetadata, generation: int, members: list[MemberMetadata]) -> list:
+        """A consumer group downgraded to classic: its members at ``generation`` with their assignments, then a
+        rebalance so that they rejoin. Returns the group's classic record (the caller appends it)."""
+        group.protocol_type, group.generation_id = CONSUMER_PROTOCOL_TYPE, generation
+        for member in members:
+            group.members[member.member_id] = member
+            if member.is_static:
+                group.static_members[member.group_instance_id] = member.member_id
+            self._schedule_session_timeout(group, member)
+        group.protocol_name = group.select_protocol()
+        group.leader_id = members[0].member_id
+        group.state = STABLE
+        group.update_subscribed_topics()
+        record = (records.group_metadata_key(group.group_id),
+                  records.group_metadata_value(group, {m.member_id: m.assignment for m in members}))
+        self._prepare_rebalance(group, "downgraded from the consumer protocol")
+        return [record]
+
     def _member_error(self, group_id, member_id, instance_id, generation_id) -> ErrorCode:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
@@ -352,6 +404,9 @@ class GroupCoordinator:
     def sync_group(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
                    protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes]) -> asyncio.Future:
         """A future SyncGroupResult; the leader's call carries every member's assignment."""
+        if (group := self._consumer_group(group_id)) is not None:
+            return _answered(self.consumer.classic_sync(group, member_id, instance_id, generation_id, protocol_type,
+                                                        protocol_name))
         error = self._member_error(group_id, member_id, instance_id, generation_id)
         if error != ErrorCode.NONE:
             return _answered(SyncGroupResult(error))
@@ -394,6 +449,8 @@ class GroupCoordinator:
         log.info("group %s generation %d is stable", group.group_id, group.generation_id)
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
+        if (group := self._consumer_group(group_id)) is not None:
+            return self.consumer.classic_heartbeat(group, member_id, instance_id, generation_id)
         error = self._member_error(group_id, member_id, instance_id, generation_id)
         if error != ErrorCode.NONE:
             return error
@@ -410,6 +467,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+        if group.consumer is not None:
+            return ErrorCode.NONE, [self.consumer.classic_leave(group, m, i) for m, i in leaving]
         return ErrorCode.NONE, [self._leave(group, member_id, instance_id) for member_id, instance_id in leaving]
 
     def _leave(self, group: GroupMetadata, member_id: str, instance_id: str | None) -> ErrorCode:
@@ -471,7 +530,9 @@ class GroupCoordinator:
             if generation_id >= 0:
                 return dict.fromkeys(offsets, ErrorCode.GROUP_ID_NOT_FOUND)
             group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
-        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
+        if group.consumer is not None:
+            error = self.consumer.commit_error(group.consumer, member_id, generation_id)
+        elif generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
             error = _check_member(group, member_id, instance_id, generation_id)
         else:
             error = ErrorCode.NONE if group.is_in(EMPTY) else ErrorCode.UNKNOWN_MEMBER_ID
@@ -495,7 +556,12 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
-        if group.is_static_member_fenced(instance_id, member_id):
+        if group.consumer is not None and (member_id != UNKNOWN_MEMBER_ID or generation_id >= 0):
+            error = self.consumer.commit_error(group.consumer, member_id, generation_id)
+            if error == ErrorCode.NONE:
+                return self._store(offsets, lambda valid: self.manager.store_txn_offsets(
+                    group, producer_id, producer_epoch, valid))
+        elif group.is_static_member_fenced(instance_id, member_id):
             error = ErrorCode.FENCED_INSTANCE_ID
         elif member_id != UNKNOWN_MEMBER_ID and member_id not in group.members:
             error = ErrorCode.UNKNOWN_MEMBER_ID
@@ -555,9 +621,14 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        if not group.is_in(EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        if not group.is_empty() and group.protocol_type != CONSUMER_PROTOCOL_TYPE and group.consumer is None:
             return ErrorCode.NON_EMPTY_GROUP, {}
-        in_use = set() if group.is_in(EMPTY) else {tp for tp in partitions if group.is_subscribed_to(tp[0])}
+        if group.is_empty():
+            in_use = set()
+        elif group.consumer is not None:
+            in_use = {tp for tp in partitions if tp[0] in group.consumer.subscription_metadata}
+        else:
+            in_use = {tp for tp in partitions if group.is_subscribed_to(tp[0])}
         deletable = [tp for tp in partitions if tp not in in_use]
         error = self.manager.remove(group, [tp for tp in deletable if tp in group.offsets], group_tombstone=False)
         results = dict.fromkeys(deletable, error)
@@ -574,7 +645,7 @@ class GroupCoordinator:
                 results[group_id] = error
             elif group is None:
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
-            elif not group.is_in(EMPTY):
+            elif not group.is_empty():
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
                 error = self.manager.remove(group, list(group.offsets), group_tombstone=True)
@@ -589,6 +660,8 @@ class GroupCoordinator:
         for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
             _cancel(timer)
         group.pending_members.clear()
+        if group.consumer is not None:
+            self.consumer.unloaded(group)
         del self.groups[group.group_id]
 
     # ---- offset retention -----------------------------------------------------------------
@@ -600,7 +673,7 @@ class GroupCoordinator:
         expired_total = 0
         for group in list(self.groups.values()):
             expired = group.expired_offsets(now, retention_ms)
-            dead = (group.is_in(EMPTY) and len(expired) == len(group.offsets)
+            dead = (group.is_empty() and len(expired) == len(group.offsets)
                     and not group.pending_members and not group.pending_txn_offsets)
             if not (expired or dead):
                 continue

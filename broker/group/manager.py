@@ -27,7 +27,7 @@ from protocol.records import (
 )
 from storage.log_manager import LogManager
 
-from . import records
+from . import consumer_records, records
 from .metadata import CommittedOffset, GroupMetadata, GroupState, TopicPartition, now_ms
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -70,10 +70,19 @@ class GroupMetadataManager:
     def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> ErrorCode:
         """Persist the group's generation, protocol, leader and members with ``assignment``."""
         value = records.group_metadata_value(group, assignment)
-        error, _ = self._append(group.group_id, [(records.group_metadata_key(group.group_id), value)])
+        return self.store_records(group.group_id, [(records.group_metadata_key(group.group_id), value)])
+
+    def store_records(self, group_id: str, batch: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Append a group's records (a classic group's, or consumer_records) as one batch."""
+        error, _ = self._append(group_id, batch)
         if error == ErrorCode.MESSAGE_TOO_LARGE:
             return ErrorCode.UNKNOWN_SERVER_ERROR
         return coordinator_partitions.client_error(error)
+
+    @staticmethod
+    def classic_group_tombstone(group_id: str) -> list[tuple[bytes, None]]:
+        """An empty classic group turned into a consumer group: its classic record goes."""
+        return [(records.group_metadata_key(group_id), None)]
 
     def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, CommittedOffset]
                       ) -> coordinator_partitions.Pending:
@@ -120,6 +129,8 @@ class GroupMetadataManager:
         batch = [(records.offset_commit_key(group.group_id, topic, p), None) for topic, p in partitions]
         if group_tombstone:
             batch.append((records.group_metadata_key(group.group_id), None))
+            if group.consumer is not None:
+                batch.extend(consumer_records.group_tombstones(group.group_id))
         if not batch:
             return ErrorCode.NONE
         error, _ = self._append(group.group_id, batch)
@@ -183,7 +194,7 @@ class PartitionReplay:
 
     def groups(self) -> dict[str, GroupMetadata]:
         return {gid: g for gid, g in self._groups.items()
-                if gid in self._described or g.offsets or g.pending_txn_offsets}
+                if gid in self._described or g.offsets or g.pending_txn_offsets or g.consumer is not None}
 
 
 def replay_partition(name: str, batches: Iterable[tuple[BatchHeader, bytes]]) -> dict[str, GroupMetadata]:
@@ -195,6 +206,9 @@ def replay_partition(name: str, batches: Iterable[tuple[BatchHeader, bytes]]) ->
 
 
 def _replay_record(record: Record, hdr: BatchHeader, group: Callable[[str], GroupMetadata], described: set[str]) -> None:
+    if record.key is not None and consumer_records.is_consumer_group_key(record.key):
+        consumer_records.replay(record.key, record.value, group)
+        return
     key = records.decode_key(record.key)
     if isinstance(key, records.OffsetCommitKey):
         g = group(key.group_id)

@@ -28,6 +28,10 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def call_later(delay_ms: int, callback, *args) -> asyncio.TimerHandle:
+    return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback, *args)
+
+
 class GroupState(Enum):
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
@@ -158,12 +162,17 @@ class GroupMetadata:
         self.pending_txn_offsets: dict[int, dict[TopicPartition, CommittedOffset]] = {}
         # plain commits appended but not yet committed (acks=all): how many per partition
         self.pending_offset_commits: dict[TopicPartition, int] = {}
+        self.consumer = None  # a KIP-848 consumer group's state (consumer_group.ConsumerGroup); None: classic
 
     def __repr__(self) -> str:
         return f"<group {self.group_id} {self.state.value} generation {self.generation_id}>"
 
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
+
+    def is_empty(self) -> bool:
+        """No classic members, and no consumer-protocol members either."""
+        return self.state is GroupState.EMPTY and not (self.consumer is not None and self.consumer.members)
 
     def transition_to(self, state: GroupState, now: int | None = None) -> None:
         if self.state not in _VALID_PREVIOUS[state]:

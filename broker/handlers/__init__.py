@@ -40,6 +40,7 @@ from . import (
     txn_offset_commit,
     write_txn_markers,
 )
+from . import consumer_group_describe, consumer_group_heartbeat
 from . import (
     delete_groups,
     describe_groups,
@@ -107,6 +108,8 @@ _MODULES = [
     describe_groups,
     delete_groups,
     offset_delete,
+    consumer_group_heartbeat,
+    consumer_group_describe,
     # transactions
     add_partitions_to_txn,
     add_offsets_to_txn,

@@ -1,4 +1,4 @@
-"""DescribeGroups: state, protocol and members of each named group; unknown ones are Dead."""
+"""DescribeGroups: state, protocol and members of each named classic group; others are Dead."""
 
 from broker.errors import ErrorCode
 from broker.group.metadata import GroupState
@@ -27,7 +27,7 @@ def _describe(broker, group_id: str, operations: int) -> dict:
     group = broker.groups.groups.get(group_id)
     described = {"error_code": broker.groups.coordinator_error(group_id), "group_id": group_id,
                  "authorized_operations": operations}
-    if group is None:
+    if group is None or group.consumer is not None:  # a KIP-848 group is seen with ConsumerGroupDescribe (as Kafka)
         return {**described, "group_state": GroupState.DEAD.value, "protocol_type": "", "protocol_data": "", "members": []}
     return {
         **described,

@@ -5,7 +5,14 @@ from broker.security.authorizer import GROUP
 API = "ListGroups"
 VERSIONS = (0, 5)
 
-GROUP_TYPE = "classic"  # the only group protocol this broker speaks
+
+def _listed(g) -> dict:
+    """A group as ListGroups shows it; a KIP-848 group (type "consumer") has its own states."""
+    if g.consumer is not None:
+        return {"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.consumer.state(),
+                "group_type": "consumer"}
+    return {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
+            "group_type": "classic"}
 
 
 def handle(broker, request, header) -> dict:
@@ -14,9 +21,8 @@ def handle(broker, request, header) -> dict:
     authorizer = broker.authorizer
     everything = authorizer.authorize_cluster(header, "Describe")
     groups = [
-        {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value, "group_type": GROUP_TYPE}
-        for g in broker.groups.groups.values()
-        if (not states or g.state.value.lower() in states) and (not types or GROUP_TYPE in types)
+        listed for listed, g in ((_listed(g), g) for g in broker.groups.groups.values())
+        if (not states or listed["group_state"].lower() in states) and (not types or listed["group_type"] in types)
         and (everything or authorizer.authorize(header, "Describe", GROUP, g.group_id))
     ]
     return {"throttle_time_ms": 0, "error_code": 0, "groups": groups}

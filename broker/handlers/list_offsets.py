@@ -2,8 +2,14 @@
 
 For read_committed readers (v2+), latest is the last stable offset, and a
 lookup by timestamp or max timestamp answers only an offset below it (else
--1), as Kafka does: nothing of an open transaction is named to them.
+-1), as Kafka does: nothing of an open transaction is named to them. Others get
+the high watermark and offsets below it (the last fetchable offset).
 A partition named more than once is INVALID_REQUEST, each time (Kafka's duplicatePartitions).
+
+KIP-207: a new leader's high watermark may still be below the one its predecessor gave clients. Until
+it reaches the offset the leader's epoch started at, latest -- and a lookup by time that finds nothing
+below the last fetchable offset -- is OFFSET_NOT_AVAILABLE (retriable; LEADER_NOT_AVAILABLE before v5,
+as Kafka answers), so no offset a client was told goes back.
 """
 
 from collections import Counter
@@ -23,20 +29,24 @@ EARLIEST_TIERED = -5
 READ_COMMITTED = 1
 
 
-def _lookup(log_, timestamp: int, read_committed: bool) -> tuple[int, int]:
-    """(timestamp, offset) as ListOffsets answers it; -1 for "no such record"."""
-    if timestamp == LATEST:
-        return -1, log_.last_stable_offset if read_committed else log_.high_watermark
+def _lookup(partition, timestamp: int, read_committed: bool) -> tuple[int, int] | None:
+    """(timestamp, offset) as ListOffsets answers it, -1 for "no such record"; None: not available yet
+    (KIP-207, Kafka's Partition.fetchOffsetForTimestamp)."""
+    log_ = partition.log
     if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_TIERED):
         return -1, log_.log_start_offset
+    lagging = partition.epoch_start_offset is not None and partition.epoch_start_offset > log_.high_watermark
+    last_fetchable = log_.last_stable_offset if read_committed else log_.high_watermark
+    if timestamp == LATEST:
+        return None if lagging else (-1, last_fetchable)
     if timestamp == MAX_TIMESTAMP:
         found = log_.max_timestamp()
     elif timestamp < 0:
         return -1, -1
     else:
         found = log_.offset_for_timestamp(timestamp)
-    if found is None or (read_committed and found[0] >= log_.last_stable_offset):
-        return -1, -1
+    if found is None or found[0] >= last_fetchable:
+        return None if lagging else (-1, -1)
     offset, ts = found
     return ts, offset
 
@@ -64,7 +74,13 @@ def handle(broker, request, header) -> dict:
                 parts.append({"partition_index": index, "error_code": code,
                               "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
-            ts, offset = _lookup(partition.log, p["timestamp"], request["isolation_level"] == READ_COMMITTED)
+            found = _lookup(partition, p["timestamp"], request["isolation_level"] == READ_COMMITTED)
+            if found is None:
+                parts.append({"partition_index": index, "timestamp": -1, "offset": -1, "leader_epoch": -1,
+                              "error_code": ErrorCode.OFFSET_NOT_AVAILABLE if header.api_version >= 5
+                              else ErrorCode.LEADER_NOT_AVAILABLE})
+                continue
+            ts, offset = found
             parts.append({"partition_index": index, "error_code": 0, "timestamp": ts, "offset": offset,
                           "leader_epoch": partition.leader_epoch})
         topics.append({"name": name, "partitions": parts})

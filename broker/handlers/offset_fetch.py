@@ -32,12 +32,18 @@ def _topics(broker, header, group_id: str, topics: list[dict] | None, require_st
     return [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
 
 
-def _group(broker, header, group_id: str, topics, require_stable: bool) -> tuple[list[dict], int]:
-    """(topics, error code): Describe on the group is needed to see its offsets."""
+def _group(broker, header, group_id: str, topics, require_stable: bool, member_id: str | None = None,
+           member_epoch: int = -1) -> tuple[list[dict], int]:
+    """(topics, error code): Describe on the group is needed to see its offsets; a member of a
+    KIP-848 group (v9+) must name its current epoch."""
     if not broker.authorizer.authorize(header, "Describe", GROUP, group_id):
         return [], ErrorCode.GROUP_AUTHORIZATION_FAILED
     if broker.groups.coordinator_error(group_id):
         return [], broker.groups.coordinator_error(group_id)
+    group = broker.groups.groups.get(group_id)
+    if group is not None and group.consumer is not None and (member_id is not None or member_epoch >= 0):
+        if error := broker.groups.consumer.commit_error(group.consumer, member_id or "", member_epoch):
+            return [], error
     return _topics(broker, header, group_id, topics, require_stable), ErrorCode.NONE
 
 
@@ -46,7 +52,7 @@ def handle(broker, request, header) -> dict:
     if header.api_version >= 8:
         groups = []
         for g in request["groups"]:
-            topics, error = _group(broker, header, g["group_id"], g["topics"], stable)
+            topics, error = _group(broker, header, g["group_id"], g["topics"], stable, g["member_id"], g["member_epoch"])
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     topics, error = _group(broker, header, request["group_id"], request["topics"], stable)

@@ -6,11 +6,9 @@ etcd, confluent-kafka clients; the leaders' Prometheus endpoints count the incre
 from __future__ import annotations
 
 import time
-import urllib.request
 
 import pytest
 from confluent_kafka import ElectionType, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
 
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
 from helpers.wire import WireClient
@@ -21,12 +19,6 @@ pytestmark = pytest.mark.timeout(240)
 INCREMENTAL = "moldau_fetch_incremental_requests_total"
 SESSIONS = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
 NOT_LEADER_OR_FOLLOWER = 6
-
-
-def metric(cluster, node: int, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.metrics_ports[node]}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return next(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == name)
 
 
 def produce_to_each(cluster, topic: str, partitions: int, tag: str) -> None:
@@ -63,14 +55,14 @@ def test_many_partitions_replicate_through_incremental_sessions_and_idle_followe
 
     for round_ in range(3):
         produce_round(f"round{round_}")
-    before = {n: metric(cluster, n, INCREMENTAL) for n in cluster.brokers}
+    before = {n: cluster.metric(n, INCREMENTAL) for n in cluster.brokers}
     # idle for longer than replica.lag.time.max.ms (6 s): incremental fetches that name no partition still
     # tell each leader that its followers are caught up, so nobody leaves the ISR
     time.sleep(9)
     assert all(isr_full(cluster, t, 3) for t in topics)
     for n in cluster.brokers:
-        assert metric(cluster, n, INCREMENTAL) > before[n] > 0, n
-        assert metric(cluster, n, SESSIONS) == 2, n  # one per follower
+        assert cluster.metric(n, INCREMENTAL) > before[n] > 0, n
+        assert cluster.metric(n, SESSIONS) == 2, n  # one per follower
     produce_round("after-idle")
 
 
@@ -82,7 +74,7 @@ def test_a_restarted_leader_gets_full_fetches_and_new_sessions(start_cluster):
     produce_to_each(cluster, "moved", 12, "before")
     cluster.wait_until(lambda: replicas_identical(cluster, "moved", 12), 60, "byte-identical replicas")
     restarted = 1
-    assert metric(cluster, restarted, INCREMENTAL) > 0
+    assert cluster.metric(restarted, INCREMENTAL) > 0
     cluster.brokers[restarted].stop()  # a controlled shutdown hands its leaderships over
     produce_to_each(cluster, "moved", 12, "while-away")
     cluster.brokers[restarted].start()
@@ -97,8 +89,8 @@ def test_a_restarted_leader_gets_full_fetches_and_new_sessions(start_cluster):
                        "the restarted broker leading again")
     produce_to_each(cluster, "moved", 12, "after")
     cluster.wait_until(lambda: replicas_identical(cluster, "moved", 12), 60, "byte-identical replicas")
-    cluster.wait_until(lambda: metric(cluster, restarted, SESSIONS) == 2, 30, "both followers in a session")
-    assert metric(cluster, restarted, INCREMENTAL) > 0
+    cluster.wait_until(lambda: cluster.metric(restarted, SESSIONS) == 2, 30, "both followers in a session")
+    assert cluster.metric(restarted, INCREMENTAL) > 0
 
 
 def test_a_consumer_session_learns_that_its_partition_moved(start_cluster):

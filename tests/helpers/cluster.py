@@ -17,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import aetcd
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from broker.cluster.etcd_store import grpc_target, parse_connect
 from broker.cluster.local_etcd import LocalEtcd
@@ -165,6 +167,12 @@ class Cluster:
         """node.id -> the etcd lease its registration is under, read from etcd (a broker that lost its session
         registers under a new one)."""
         return {int(kv.key.rsplit(b"/", 1)[1]): kv.lease for kv in self.etcd_prefix(b"/brokers/ids/")}
+
+    def metric(self, node: int, name: str) -> float:
+        """One sample of a broker's Prometheus scrape (metrics=True), by name."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_ports[node]}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        return next(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == name)
 
     def log_bytes(self, node: int, topic: str, index: int = 0) -> bytes:
         """The concatenated segment files of one replica."""

@@ -139,7 +139,11 @@ def cross_sample(name: str, version: int, variant: str) -> dict:
     return message
 
 
-CROSS_CASES = [(name, version, variant) for name, version in advertised_versions() for variant in VARIANTS]
+# APIs kafka-python 3 has no classes for (KIP-848's): their codec is checked by librdkafka and Java
+# kafka-clients 4.x speaking them (tests/integration/test_consumer_group_protocol*.py) and by test_roundtrip
+NOT_IN_KAFKA_PYTHON = {"ConsumerGroupHeartbeat", "ConsumerGroupDescribe"}
+CROSS_CASES = [(name, version, variant) for name, version in advertised_versions() for variant in VARIANTS
+               if name.removesuffix("Request").removesuffix("Response") not in NOT_IN_KAFKA_PYTHON]
 
 
 @pytest.mark.parametrize("name,version,variant", params(CROSS_CASES))
