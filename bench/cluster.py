@@ -207,6 +207,7 @@ def failover_at_scale(cluster, partitions: int) -> dict:
         return float("inf")
 
     until(lambda ps: all(len(p.isrs) == 3 for p in ps), 120)
+    before = loop_stalls(cluster)
     killed = time.monotonic()
     cluster.procs[victim].kill()
     cluster.procs[victim].wait(10)
@@ -215,7 +216,12 @@ def failover_at_scale(cluster, partitions: int) -> dict:
     restarted = time.monotonic()
     cluster.start_broker(victim)
     full = time.monotonic() - restarted + until(lambda ps: all(len(p.isrs) == 3 for p in ps), 120)
-    return {"partitions": partitions, "re_led_s": led, "isrs_without_it_s": isrs, "isrs_full_after_restart_s": full}
+    after = loop_stalls(cluster)
+    # the survivors' event loops from the kill to full ISRs: samples late by over 0.1 s and over 1 s
+    stalls = {node: [after[node][k] - before[node][k] for k in ("over_0.1s", "over_1s")]
+              for node in before if node != victim and node in after}
+    return {"partitions": partitions, "re_led_s": led, "isrs_without_it_s": isrs, "isrs_full_after_restart_s": full,
+            "survivors_late_samples_over_0.1s_1s": stalls}
 
 
 def loop_stalls(cluster) -> dict:
@@ -286,7 +292,8 @@ def main(argv=None) -> int:
               f"partitions it followed {row['followed_longest_gap_s']:.2f} s, on any {row['longest_gap_s']:.2f} s")
     print(f"failover at {scale['partitions']} partitions RF=3, kill -9 (load {load_scale}): re-led "
           f"{scale['re_led_s']:.2f} s, ISRs without it {scale['isrs_without_it_s']:.2f} s, ISRs full "
-          f"{scale['isrs_full_after_restart_s']:.2f} s after its restart")
+          f"{scale['isrs_full_after_restart_s']:.2f} s after its restart; the survivors' loop samples late by "
+          f"over 0.1 s / 1 s meanwhile: {scale['survivors_late_samples_over_0.1s_1s']}")
     for node, row in stalls.items():
         print(f"broker {node} event loop, whole run: {row['samples']:.0f} samples, {row['over_0.1s']:.0f} late by over "
               f"0.1 s, {row['over_1s']:.0f} by over 1 s, worst under {row['worst_under_s']} s")
