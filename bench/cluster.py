@@ -5,8 +5,9 @@ One etcd and three Moldau brokers on 127.0.0.1 (broker/cluster/local_etcd.py), s
 * RF=3 acks=all (min.insync.replicas=2) against RF=1 acks=1 on the same cluster: produce throughput
   (100 B messages) and ack latency p50/p99 (one message at a time), as ratios in the same run;
 * failover with default settings: an idempotent acks=all producer sends to six partitions every 10 ms
-  while broker 1 is killed (kill -9, then a SIGTERM controlled shutdown): from the signal to the first
-  ack on each partition it led, and the longest ack gap on those it only followed;
+  while the leader of one is killed (kill -9, then a SIGTERM controlled shutdown): from the signal
+  to the first ack on each partition it led, and the longest ack gap on those it only followed;
+  then SIGSTOP of a leader: until the others' Metadata names other leaders for what it led;
 * failover at scale: 3,000 partitions RF=3 (300 with --quick), kill -9 of broker 1: until every
   partition has a live leader, until no ISR names it, and from its restart until every ISR is full;
 * each failover row with the machine's load average when it ran; each broker's event-loop stalls over
@@ -185,6 +186,30 @@ def failover(cluster, topic: str, how: str) -> dict:
             "longest_gap_s": max(gap(p) for p in acks)}
 
 
+def stopped_leader(cluster, topic: str) -> float:
+    """SIGSTOP of the leader of partition 0: seconds until the others' Metadata names other leaders for every
+    partition it led (its session must expire: nothing refuses); then SIGCONT, and it follows again."""
+    cluster.wait_for_full_isrs(topic, FAILOVER_PARTITIONS, 3)
+    partitions = cluster.admin().list_topics(topic, timeout=10).topics[topic].partitions
+    victim = partitions[0].leader
+    led = [p for p, md in partitions.items() if md.leader == victim]
+    others = AdminClient({"bootstrap.servers": ",".join(f"127.0.0.1:{port}" for n, port in cluster.ports.items()
+                                                         if n != victim)})
+    proc = cluster.procs[victim]
+    stopped = time.monotonic()
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        while time.monotonic() < stopped + 60:
+            found = others.list_topics(topic, timeout=10).topics[topic].partitions
+            if all(found[p].leader not in (-1, victim) for p in led):
+                return time.monotonic() - stopped
+            time.sleep(0.1)
+        return float("inf")
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        cluster.wait_for_full_isrs(topic, FAILOVER_PARTITIONS, 3)
+
+
 def failover_at_scale(cluster, partitions: int) -> dict:
     """kill -9 of broker 1 with ``partitions`` partitions (RF=3): seconds until every partition has a live
     leader, until no ISR names it, and from its restart until every ISR is full again (metadata polled)."""
@@ -266,6 +291,9 @@ def main(argv=None) -> int:
             load_term = load()
             stopped = failover(cluster, "failover", "term")
             time.sleep(2)
+            load_stop = load()
+            paused = stopped_leader(cluster, "failover")
+            time.sleep(2)
             load_scale = load()
             scale = failover_at_scale(cluster, 300 if quick else 3000)
             stalls = loop_stalls(cluster)
@@ -276,8 +304,8 @@ def main(argv=None) -> int:
         "ack_latency_ms": {"rf1_acks1": {"p50": lat1[0], "p99": lat1[1]},
                            "rf3_acks_all": {"p50": lat3[0], "p99": lat3[1]},
                            "ratio_p50": lat3[0] / lat1[0], "ratio_p99": lat3[1] / lat1[1]},
-        "failover_s": {"kill_9": killed, "sigterm": stopped, "etcd_session_timeout_s": "default",
-                       "at_scale": scale, "load_average": {"kill_9": load_kill, "sigterm": load_term,
+        "failover_s": {"kill_9": killed, "sigterm": stopped, "sigstop": paused, "etcd_session_timeout_s": "default",
+                       "at_scale": scale, "load_average": {"kill_9": load_kill, "sigterm": load_term, "sigstop": load_stop,
                                                            "at_scale": load_scale}},
         "event_loop_stalls": stalls,
     }
@@ -290,6 +318,8 @@ def main(argv=None) -> int:
         print(f"failover, {name} of a leader (load {at}): first ack on each partition it led: median "
               f"{row['first_ack_s_median']:.2f} s, max {row['first_ack_s_max']:.2f} s; longest ack gap on the "
               f"partitions it followed {row['followed_longest_gap_s']:.2f} s, on any {row['longest_gap_s']:.2f} s")
+    print(f"SIGSTOP of a leader (load {load_stop}): other leaders for all it led after {paused:.2f} s "
+          f"(session timeout 9 s)")
     print(f"failover at {scale['partitions']} partitions RF=3, kill -9 (load {load_scale}): re-led "
           f"{scale['re_led_s']:.2f} s, ISRs without it {scale['isrs_without_it_s']:.2f} s, ISRs full "
           f"{scale['isrs_full_after_restart_s']:.2f} s after its restart; the survivors' loop samples late by "
