@@ -57,6 +57,7 @@ log = logging.getLogger("moldau.etcd")
 RETRY_S = 0.5
 COUNTDOWN_S = 5.0  # between the lines counting down an earlier run's session
 KEEPALIVE_S = 1.0  # between the session's keep-alives
+RENEWAL_WINDOW_S = 3.0  # a registration's lease renewed through two such windows is a live broker's
 AUDIT_CONFIRM_S = 1.0  # a difference the audit finds counts once the next audit, this much later, finds it too
 # etcd's default --max-txn-ops: a transaction with more operations is refused
 MAX_TXN_OPS = 128
@@ -82,6 +83,19 @@ def grpc_target(endpoints: list[tuple[str, int]]) -> tuple[str, int]:
                  for ip in dict.fromkeys(info[4][0] for info in socket.getaddrinfo(host, port, socket.AF_INET))]
     target, _, last_port = ("ipv4:" + ",".join(addresses)).rpartition(":")
     return target, int(last_port)
+
+
+def renewed_throughout(samples: list[tuple[float, int]], window_s: float) -> bool:
+    """Whether a lease whose (time, TTL in whole seconds) samples these are, oldest first, was renewed through
+    two windows of ``window_s`` back to back: one nobody renews loses a second of TTL each second, and a
+    single renewal (a new etcd leader renews every lease) lifts it in one window only. Keep-alives more
+    frequent than a second keep the TTL level, so rises alone would not show them."""
+    def at(t: float) -> int | None:
+        return next((ttl for when, ttl in reversed(samples) if when <= t), None)
+
+    end, ttl = samples[-1]
+    middle, start = at(end - window_s), at(end - 2 * window_s)
+    return start is not None and middle is not None and ttl >= middle - 1 and middle >= start - 1
 
 
 class EtcdMetadataStore(MetadataStore):
@@ -170,7 +184,8 @@ class EtcdMetadataStore(MetadataStore):
         info = self._registration()
         self.lease = await self.client.lease(self.ttl)
         loop = asyncio.get_running_loop()
-        seen_ttl, renewals, next_line = None, 0, 0.0
+        seen: list[tuple[float, int]] = []  # (when, TTL) of the registration's lease, oldest first
+        next_line = 0.0
         while True:
             ok, _ = await self.client.transaction(
                 compare=[self.client.transactions.version(key) == 0],
@@ -181,11 +196,10 @@ class EtcdMetadataStore(MetadataStore):
             if found is not None:
                 other = BrokerInfo.decode(found.value)
                 ttl = (await self.client.get_lease_info(found.lease, keys=False)).TTL
-                renewals += seen_ttl is not None and ttl > seen_ttl
-                if first and renewals >= 2:  # one may be etcd's: a new etcd leader renews every lease
+                seen.append((loop.time(), ttl))
+                if first and renewed_throughout(seen, RENEWAL_WINDOW_S):
                     raise NodeIdInUse(f"node.id {node} is in use by a live broker at {other.host}:{other.port} "
                                       f"(its etcd session is being renewed); give this broker another node.id")
-                seen_ttl = ttl
                 if loop.time() >= next_line:
                     log.info("node.id %d is still registered by an earlier run (%s:%d); its session expires in "
                              "%d s, waiting", node, other.host, other.port, max(ttl, 0))

@@ -79,3 +79,18 @@ def test_broker_id_is_node_id(start_cluster, tmp_path):
     assert conflicting.returncode == 2
     assert err.strip().splitlines()[-1] == ("moldau: broker.id 4 and node.id 3 differ: set node.id to the same "
                                             "value as broker.id, or leave one out")
+
+
+def test_a_lease_counts_as_renewed_only_when_its_ttl_stays_up_through_two_windows():
+    from broker.cluster.etcd_store import renewed_throughout
+
+    def samples(ttls):  # one every 0.5 s
+        return [(i * 0.5, ttl) for i, ttl in enumerate(ttls)]
+
+    kept_alive_every_second = samples([8] * 13)  # a 9 s lease renewed each second: its whole-second TTL level
+    assert renewed_throughout(kept_alive_every_second, 3.0)
+    expiring = samples([8, 8, 7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2])
+    assert not renewed_throughout(expiring, 3.0)
+    renewed_once = samples([8, 8, 7, 7, 6, 6, 8, 8, 7, 7, 6, 6, 5])  # a new etcd leader renewed it once
+    assert not renewed_throughout(renewed_once, 3.0)
+    assert not renewed_throughout(kept_alive_every_second[:6], 3.0)  # not watched long enough yet
