@@ -123,12 +123,13 @@ def handle(broker, request, header):
     delayed = DelayedFetch(broker.logs, context.partitions, context.topics, isolation, request["min_bytes"], total)
     if not delayed.topics:
         return _response(broker, context, found)
-    return _complete_later(broker, context, delayed, max_bytes, request["max_wait_ms"], answered, request, header)
+    parked = broker.fetch_purgatory.watch(delayed, request["max_wait_ms"] / 1000)
+    return _complete_later(broker, context, delayed, parked, max_bytes, answered, request, header)
 
 
-async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, max_bytes: int, max_wait_ms: int,
+async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, parked, max_bytes: int,
                           answered: dict, request, header):
-    await broker.fetch_purgatory.park(delayed, max_wait_ms / 1000)
+    await parked
     isolation = delayed.isolation
     candidates = context.candidates()
     if replica_id_of(request) < 0:  # a client's session may have more to read now (a follower's reads them all)
