@@ -12,8 +12,8 @@ adds the partition to the transaction instead.
 Only the partition's leader appends (NOT_LEADER_OR_FOLLOWER elsewhere); it
 stamps its leader epoch into the batch. acks=all needs min.insync.replicas in
 the ISR before appending (NOT_ENOUGH_REPLICAS) and answers once the high
-watermark has passed the batch -- waiting without holding up the event loop --
-or REQUEST_TIMED_OUT at the request's timeout, or
+watermark has passed the batch -- waiting without holding up the event loop or
+the connection's next requests (delayed_produce.py) -- or REQUEST_TIMED_OUT at the request's timeout, or
 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile.
 A batch with a producer id new to its user past the user's producer_ids_rate
 is THROTTLING_QUOTA_EXCEEDED (client_quotas.py, KIP-936).
@@ -25,6 +25,7 @@ import logging
 
 from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
 from broker.client_quotas import QUOTA_EXCEEDED, ProducerIds
+from broker.delayed_produce import DelayedProduce
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 from protocol.records import (
@@ -285,5 +286,5 @@ def _handle(broker, request, header, verdicts: dict):
         return None
     response = {"responses": responses, "throttle_time_ms": producer_ids.throttle_ms}
     if waits:
-        return _wait_for_replicas(response, waits, request["timeout_ms"])
+        return DelayedProduce(_wait_for_replicas(response, waits, request["timeout_ms"]))
     return response

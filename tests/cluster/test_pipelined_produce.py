@@ -1,0 +1,92 @@
+"""A connection's pipelined acks=all produces: appended as they come, each waiting for its own replication
+only, answered in order (issue 26).
+
+A connection handles one request at a time, as in Kafka -- but a Produce that has appended and waits for
+the in-sync replicas lets the requests behind it be handled meanwhile. Otherwise each would also wait out
+the replication of every request in front of it, and a producer's pipeline (librdkafka's default is a
+million requests in flight) would queue for seconds behind a few milliseconds of replication each.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from helpers import wire
+from helpers.bystander import produce_body
+from helpers.cluster import start_cluster  # noqa: F401 (fixture)
+from protocol import frames
+from protocol.records import build_batch
+
+pytestmark = pytest.mark.timeout(180)
+
+PIPELINE = 5
+
+
+def send_pipeline(sock, topic: str, first_id: int, count: int) -> None:
+    sock.sendall(b"".join(frames.encode_request("Produce", 9, first_id + i, "pipeline",
+                                                produce_body(topic, build_batch([(None, b"%d" % (first_id + i))])))
+                          for i in range(count)))
+
+
+def answers(sock, count: int) -> list[tuple[int, dict]]:
+    """(correlation id, the partition's answer) of the next ``count`` Produce responses."""
+    found = []
+    for _ in range(count):
+        correlation_id, body = frames.decode_response("Produce", 9, memoryview(wire.recv_frame(sock)))
+        found.append((correlation_id, body["responses"][0]["partition_responses"][0]))
+    return found
+
+
+def test_pipelined_acks_all_produces_wait_for_their_own_replication_only(start_cluster, monkeypatch):
+    """Each acks=all wait starts a second late (a fault hook standing in for slow replication): five
+    pipelined requests take about one second, not five, and are answered in order."""
+    monkeypatch.setenv("MOLDAU_FAULT_DELAY_REPLICATION_WAIT_MS", "1000")
+    cluster = start_cluster(3, min_insync_replicas=2)
+    cluster.create_topic("pipelined", partitions=1, replication_factor=3)
+    sock = wire.connect(cluster.brokers[cluster.leader("pipelined")].port, 30)
+    started = time.monotonic()
+    send_pipeline(sock, "pipelined", 1, PIPELINE)
+    # a request of another kind behind them is handled meanwhile and answered after them
+    sock.sendall(frames.encode_request("ApiVersions", 3, 99, "pipeline",
+                                       {"client_software_name": "t", "client_software_version": "1"}))
+    got = answers(sock, PIPELINE)
+    took = time.monotonic() - started
+    correlation_id, _ = frames.decode_response("ApiVersions", 3, memoryview(wire.recv_frame(sock)))
+    assert correlation_id == 99
+    assert [c for c, _ in got] == list(range(1, PIPELINE + 1))
+    assert [p["error_code"] for _, p in got] == [0] * PIPELINE, got
+    offsets = [p["base_offset"] for _, p in got]
+    assert offsets == list(range(offsets[0], offsets[0] + PIPELINE))
+    assert took < 3.0, f"{PIPELINE} pipelined acks=all produces took {took:.1f} s: they waited for each other"
+
+
+def test_pipelined_acks_all_produces_from_two_connections_never_wait_a_follower_fetch_timeout(start_cluster):
+    """Two producers' pipelines at once, so produces often arrive in the turn a follower's fetch is read:
+    the follower's fetch must still be woken by them, or a round waits replica.fetch.wait.max.ms."""
+    cluster = start_cluster(3, min_insync_replicas=2, replica_fetch_wait_max_ms=5000)
+    cluster.create_topic("two-pipelines", partitions=1, replication_factor=3)
+    port = cluster.brokers[cluster.leader("two-pipelines")].port
+    worst: list[float] = []
+    failures: list[str] = []
+
+    def producer(base: int) -> None:
+        sock = wire.connect(port, 30)
+        for round_ in range(30):
+            started = time.monotonic()
+            first = base + round_ * PIPELINE
+            send_pipeline(sock, "two-pipelines", first, PIPELINE)
+            got = answers(sock, PIPELINE)
+            worst.append(time.monotonic() - started)
+            if [c for c, _ in got] != list(range(first, first + PIPELINE)) or any(p["error_code"] for _, p in got):
+                failures.append(repr(got))
+
+    threads = [threading.Thread(target=producer, args=(base,)) for base in (1, 100_000)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not failures, failures[:3]
+    assert len(worst) == 60 and max(worst) < 2.0, f"worst round {max(worst):.2f} s"
