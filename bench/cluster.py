@@ -33,8 +33,9 @@ SESSION_TIMEOUT_MS = 6000
 
 
 class ClusterUnderTest:
-    def __init__(self, workdir: Path, size: int = 3) -> None:
+    def __init__(self, workdir: Path, size: int = 3, overrides: dict[str, str] | None = None) -> None:
         self.workdir = workdir
+        self.overrides = overrides or {}
         self.etcd = LocalEtcd(workdir / "etcd")
         self.ports = {node: free_port() for node in range(1, size + 1)}
         self.procs: dict[int, subprocess.Popen] = {}
@@ -55,7 +56,8 @@ class ClusterUnderTest:
         command = [sys.executable, "-m", "broker", "serve"]
         for item in (f"node.id={node}", f"listeners=PLAINTEXT://127.0.0.1:{port}",
                      f"log.dirs={self.workdir / f'broker-{node}'}", f"etcd.connect={self.etcd.endpoint}",
-                     f"etcd.session.timeout.ms={SESSION_TIMEOUT_MS}", "min.insync.replicas=2"):
+                     f"etcd.session.timeout.ms={SESSION_TIMEOUT_MS}", "min.insync.replicas=2",
+                     *(f"{k}={v}" for k, v in self.overrides.items())):
             command += ["--override", item]
         log = open(self.workdir / f"broker-{node}.log", "ab")
         self.procs[node] = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=log,

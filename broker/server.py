@@ -29,7 +29,7 @@ from protocol.frames import FrameDecoder, FrameError, decode_request_header, res
 from protocol.records import CorruptRecord
 from storage.cleaner import CleaningStopped
 
-from . import faults
+from . import faults, stages
 from .broker import Broker, now_ms
 from .config import ConfigError
 from .client_quotas import client_quota_throttle
@@ -375,6 +375,8 @@ class KafkaConnection(asyncio.Protocol):
             self.close(f"fault injection ({faults.DROP_RESPONSE_ENV}): {name} response dropped")
         else:
             self._reply(name, header, result, usage)
+            if name == "Produce" and result is not None and stages.on():
+                stages.produce_answered(result)
 
     def _reply(self, name: str, header, result: dict | None, usage: tuple[int, float]) -> None:
         """Send the answer (None: none, Produce with acks=0) with the throttle time client quotas give,

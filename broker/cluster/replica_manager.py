@@ -17,7 +17,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from broker import faults
+from broker import faults, stages
 from broker.errors import ErrorCode
 from storage.log import Log
 
@@ -103,6 +103,7 @@ class Partition:
             follower.last_caught_up_ms = now
         elif fetch_offset >= follower.leader_end_at_last_fetch:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        stages.mark("follower-fetch", self.topic, self.index, fetch_offset, replica_id)
         follower.log_end_offset = fetch_offset
         follower.last_fetch_ms = now
         follower.leader_end_at_last_fetch = leader_end
@@ -127,6 +128,7 @@ class Partition:
                  for r in set(self.state.isr) | set(self.proposed_isr) if r != self.manager.node_id]
         candidate = min(ends)
         if candidate > self.high_watermark:
+            stages.mark("high-watermark", self.topic, self.index, candidate)
             self.log.set_high_watermark(candidate)
             self._complete_waiters()
             self.manager.broker.fetch_purgatory.check_and_complete(self.log)  # consumers waiting for it

@@ -21,6 +21,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
+from broker import stages
 from broker.broker import now_ms
 from broker.delayed_fetch import DelayedFetch
 from broker.fetch_session import FetchContext, new_context
@@ -117,6 +118,8 @@ def handle(broker, request, header):
                                   isolation, max_bytes, answered)
     if broker.authorizer.enabled:
         _deny_unreadable(broker, request, header, found)
+    if replica_id_of(request) >= 0 and stages.on():
+        _mark_sent(broker, replica_id_of(request), found)
     diverged = any(a.diverging_epoch is not None for a in answered.values())
     if total >= request["min_bytes"] or request["max_wait_ms"] <= 0 or diverged:
         return _response(broker, context, found)
@@ -138,7 +141,17 @@ async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, 
                               max_bytes, answered)
     if broker.authorizer.enabled:
         _deny_unreadable(broker, request, header, found)
+    if replica_id_of(request) >= 0 and stages.on():
+        _mark_sent(broker, replica_id_of(request), found)
     return _response(broker, context, found)
+
+
+def _mark_sent(broker, replica_id: int, found: dict[TopicPartition, PartitionData]) -> None:
+    for key, data in found.items():
+        if data.records:
+            topic = broker.logs.topic_by_id(key.topic) if isinstance(key.topic, uuid.UUID) else None
+            stages.mark("sent", topic.name if topic else key.topic, key.partition, stages.records_end(data.records),
+                        replica_id)
 
 
 def _deny_unreadable(broker, request, header, found: dict[TopicPartition, PartitionData]) -> None:
