@@ -21,9 +21,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from pathlib import Path
 
-from confluent_kafka import Producer
-
-from bench.cluster import ClusterUnderTest
+from bench.cluster import ClusterUnderTest, steady
 from bench.standalone import arguments
 
 TOPIC = "stages"
@@ -107,32 +105,6 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))] if ordered else float("nan")
 
 
-def steady_producer(cluster: ClusterUnderTest, rate: int, seconds: float) -> list[float]:
-    """Ack latencies (ms) of ``rate`` msg/s for ``seconds``."""
-    latencies: list[float] = []
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 0})
-
-    def delivered(err, msg) -> None:
-        if err is None:
-            latencies.append(msg.latency() * 1000)
-
-    for _ in range(100):  # warm up: connections, producer id
-        producer.produce(TOPIC, b"w" * 100, partition=0)
-    producer.flush(30)
-    latencies.clear()
-    started = time.monotonic()
-    sent = 0
-    while (now := time.monotonic()) - started < seconds:
-        due = int((now - started) * rate)
-        while sent < due:
-            producer.produce(TOPIC, b"x" * 100, partition=0, on_delivery=delivered)
-            sent += 1
-        producer.poll(0.0005)
-    producer.flush(60)
-    return latencies
-
-
 def main(argv=None) -> int:
     quick, out = arguments("stages", __doc__.splitlines()[0], argv)
     rate, seconds = (2000, 3) if quick else (5000, 10)
@@ -142,14 +114,14 @@ def main(argv=None) -> int:
             cluster.create_topic(TOPIC, 3)
             leader = cluster.leader(TOPIC)
             load_before = os.getloadavg()
-            acks = steady_producer(cluster, rate, seconds)
+            acks = steady(cluster.bootstrap, TOPIC, rate, seconds, acks="all", enable_idempotence=True, linger_ms=0)
             load_after = os.getloadavg()
             steps = breakdown(cluster, leader)
         finally:
             cluster.stop()
     load = f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after"
     results = {"rate_msgs_per_s": rate, "seconds": seconds, "load_average": [load_before[0], load_after[0]],
-               "ack_latency_ms": {"p50": percentile(acks, 0.5), "p99": percentile(acks, 0.99), "count": len(acks)},
+               "ack_latency_ms": acks,
                "steps_ms": {name: {"p50": percentile(v, 0.5), "p99": percentile(v, 0.99), "batches": len(v)}
                             for name, v in steps.items()}}
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -158,7 +130,7 @@ def main(argv=None) -> int:
     for name, _, _ in STEPS:
         v = steps.get(name, [])
         print(f"{name:<40}{percentile(v, 0.5):>9.2f}{percentile(v, 0.99):>9.2f}{len(v):>9}")
-    print(f"{'client ack latency':<40}{percentile(acks, 0.5):>9.2f}{percentile(acks, 0.99):>9.2f}{len(acks):>9}")
+    print(f"{'client ack latency':<40}{acks['p50']:>9.2f}{acks['p99']:>9.2f}{acks['acked']:>9}")
     print(f"results in {out}")
     return 0
 
