@@ -228,8 +228,12 @@ async def _verified(broker, request, header, to_verify: dict):
 
 async def _wait_for_replicas(response: dict, waits: list, timeout_ms: int) -> dict:
     """Delayed produce: each waiting partition's answer once its high watermark passes the batch."""
-    errors = await asyncio.gather(*(p.wait_for_replication(offset, epoch, timeout_ms / 1000)
-                                    for p, offset, epoch, _ in waits))
+    if len(waits) == 1:  # (most requests: no task for gather to wrap the wait in)
+        ((p, offset, epoch, _),) = waits
+        errors = [await p.wait_for_replication(offset, epoch, timeout_ms / 1000)]
+    else:
+        errors = await asyncio.gather(*(p.wait_for_replication(offset, epoch, timeout_ms / 1000)
+                                        for p, offset, epoch, _ in waits))
     for (_, _, _, result), error in zip(waits, errors):
         if error:
             result["error_code"], result["base_offset"] = error, -1
