@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from helpers import wire
+from helpers import fetch_requests, wire
 from helpers.bystander import produce_body
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
 from protocol import frames
@@ -90,3 +90,26 @@ def test_pipelined_acks_all_produces_from_two_connections_never_wait_a_follower_
         t.join(120)
     assert not failures, failures[:3]
     assert len(worst) == 60 and max(worst) < 2.0, f"worst round {max(worst):.2f} s"
+
+
+def test_a_consumer_fetch_parked_at_the_leader_is_answered_when_the_high_watermark_passes_a_write(start_cluster):
+    """A consumer reads below the high watermark, which moves when the followers' next fetches arrive, not
+    at the append: that move must complete the consumer's parked fetch (fetch.max.wait.ms here 5 s)."""
+    cluster = start_cluster(3, min_insync_replicas=2)
+    cluster.create_topic("watched", partitions=1, replication_factor=3)
+    port = cluster.brokers[cluster.leader("watched")].port
+    consumer, producer = wire.connect(port, 30), wire.connect(port, 30)
+    took = []
+    for i in range(10):
+        consumer.sendall(fetch_requests.fetch_request(i, "watched", [0], max_wait_ms=5000, min_bytes=1,
+                                                      max_bytes=1 << 20, fetch_offset=i))
+        time.sleep(0.05)  # parked by now
+        started = time.monotonic()
+        send_pipeline(producer, "watched", i, 1)
+        ((_, part),) = answers(producer, 1)
+        assert part["error_code"] == 0 and part["base_offset"] == i, part
+        _, body = frames.decode_response("Fetch", 11, memoryview(wire.recv_frame(consumer)))
+        took.append(time.monotonic() - started)
+        (fetched,) = body["responses"][0]["partitions"]
+        assert fetched["error_code"] == 0 and fetched["records"], fetched
+    assert max(took) < 1.0, [f"{t * 1000:.0f} ms" for t in took]

@@ -11,11 +11,10 @@ often arrive together; max_wait_ms is long enough that one missed wake-up cannot
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 
-from helpers import wire
+from helpers import fetch_requests, wire
 from helpers.bystander import produce_body
 from protocol import frames
 from protocol.records import build_batch
@@ -28,12 +27,8 @@ BOUND_S = 1.0  # a loaded machine's worst round trip stays far below the fetch w
 
 
 def fetch_request(correlation_id: int, topic: str, offset: int, isolation: int = 0) -> bytes:
-    return frames.encode_request("Fetch", 11, correlation_id, "wakeup", {
-        "replica_id": -1, "max_wait_ms": MAX_WAIT_MS, "min_bytes": 1, "max_bytes": 1 << 20,
-        "isolation_level": isolation, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
-        "rack_id": "", "topics": [{"topic": topic, "topic_id": uuid.UUID(int=0), "partitions": [
-            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1,
-             "partition_max_bytes": 1 << 20}]}]})
+    return fetch_requests.fetch_request(correlation_id, topic, [0], max_wait_ms=MAX_WAIT_MS, min_bytes=1,
+                                        max_bytes=1 << 20, fetch_offset=offset, isolation_level=isolation)
 
 
 def answer(sock, api: str, version: int) -> dict:
