@@ -12,7 +12,7 @@ from storage.errors import InvalidTopic, TopicExists
 from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 
-from . import faults
+from . import faults, stages
 from .client_quotas import ClientQuotas
 from .cluster.metadata import NO_LEADER
 from .cluster.replica_manager import ReplicaManager
@@ -261,6 +261,7 @@ class Broker:
         self.replicas.on_append(topic, partition)
         log_ = self.logs.log(topic, partition)
         if log_ is not None:
+            stages.mark("appended", topic, partition, log_.log_end_offset)
             self.fetch_purgatory.check_and_complete(log_)
 
 
