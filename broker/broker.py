@@ -27,6 +27,7 @@ from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 from .security import authorizer
 from .security.scram_credentials import CREDENTIALS_FILE, ScramCredentials
 from .security.tls_reload import ListenerContexts
+from .share import ShareGroups
 from .transaction import TransactionCoordinator
 from .transaction.state_manager import TRANSACTION_STATE_TOPIC
 
@@ -88,6 +89,7 @@ class Broker:
         self.replicas = ReplicaManager(self)
         self.store = self.replicas.store = _metadata_store(self)
         self.groups = GroupCoordinator(self.logs, self.replicas, config, self.notify_append)
+        self.share = ShareGroups(self)
         self.transactions = TransactionCoordinator(
             self.logs, self.replicas, config, self.producer_ids, self.partition_leader, self.notify_append
         )
@@ -248,6 +250,7 @@ class Broker:
         log_ = self.logs.log(topic, partition)
         if log_ is not None:
             self.fetch_purgatory.check_and_complete(log_)
+        self.share.partitions.notify_append()
 
 
 def _remove_files(files) -> None:

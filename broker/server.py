@@ -448,6 +448,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
     tasks.append(asyncio.ensure_future(_flush_periodically(broker)))
     tasks.append(asyncio.ensure_future(_expire_producers_periodically(broker)))
     tasks.append(asyncio.ensure_future(_apply_retention_periodically(broker)))
+    tasks.append(asyncio.ensure_future(broker.share.run_timers()))
     if broker.config["log.cleaner.enable"]:
         tasks.append(asyncio.ensure_future(_clean_logs(broker)))
     try:

@@ -41,6 +41,7 @@ from . import (
     write_txn_markers,
 )
 from . import consumer_group_describe, consumer_group_heartbeat
+from . import share_acknowledge, share_fetch, share_group_describe, share_group_heartbeat
 from . import (
     delete_groups,
     describe_groups,
@@ -110,6 +111,11 @@ _MODULES = [
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,
+    # share groups (KIP-932)
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
     # transactions
     add_partitions_to_txn,
     add_offsets_to_txn,

@@ -1,0 +1,98 @@
+"""ShareFetch: acknowledge, then acquire records of a share group's partitions under a lock (KIP-932).
+
+The request's acknowledgements are applied (and written) first, then records are
+acquired from the partitions of the member's share session, at most MaxRecords in
+all (whole batches). The response carries the batches and the acquired offset
+ranges with their delivery counts; the client drops records outside them. A fetch
+that acquires nothing waits up to MaxWaitMs for appends or releases, then tries once more.
+"""
+
+from broker.errors import ErrorCode
+from broker.security.authorizer import GROUP, TOPIC
+from broker.share.manager import FINAL_EPOCH, INITIAL_EPOCH, SessionError
+from broker.share.persister import ShareKey
+
+from .share_acknowledge import acknowledge_all, leader_of, response_topics
+
+API = "ShareFetch"
+VERSIONS = (1, 1)
+
+DEFAULT_MAX_RECORDS = 500  # a request that names no positive MaxRecords
+
+
+async def handle(broker, request, header):
+    group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
+    lock_ms = broker.config["group.share.record.lock.duration.ms"]
+    if not group_id or not member_id:
+        return _error(ErrorCode.INVALID_REQUEST, lock_ms, "GroupId and MemberId are required")
+    if not broker.authorizer.authorize(header, "Read", GROUP, group_id):
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED, lock_ms)
+    acks = {(t["topic_id"], p["partition_index"]): p["acknowledgement_batches"]
+            for t in request["topics"] for p in t["partitions"] if p["acknowledgement_batches"]}
+    if epoch == INITIAL_EPOCH and acks:
+        return _error(ErrorCode.INVALID_REQUEST, lock_ms, "a new share session carries no acknowledgements")
+    manager = broker.share.partitions
+    try:
+        session = manager.session(group_id, member_id, epoch)
+    except SessionError as exc:
+        return _error(exc.error, lock_ms)
+    results: dict[tuple, dict] = {}
+    for tp, error in (await acknowledge_all(broker, header, group_id, member_id, acks)).items():
+        results[tp] = _partition(tp, acknowledge_error_code=error)
+    if epoch == FINAL_EPOCH:
+        manager.close_session(group_id, member_id)
+        return _response(broker, results, lock_ms)
+    for t in request["topics"]:
+        for p in t["partitions"]:
+            session.partitions[(t["topic_id"], p["partition_index"])] = None
+    for t in request["forgotten_topics_data"]:
+        for p in t["partitions"]:
+            session.partitions.pop((t["topic_id"], p), None)
+    max_records = request["max_records"] if request["max_records"] > 0 else DEFAULT_MAX_RECORDS
+    max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
+    acquired = await _acquire(broker, header, group_id, member_id, session, max_records, max_bytes, results)
+    if not acquired and request["max_wait_ms"] > 0:
+        await manager.wait_for_change(request["max_wait_ms"] / 1000)
+        if (group_id, member_id) in manager.sessions:
+            await _acquire(broker, header, group_id, member_id, session, max_records, max_bytes, results)
+    return _response(broker, results, lock_ms)
+
+
+async def _acquire(broker, header, group_id, member_id, session, max_records, max_bytes, results) -> int:
+    """Acquire from the session's partitions in turn; how many records."""
+    total = 0
+    for tp in list(session.partitions):
+        if total >= max_records or max_bytes <= 0:
+            break
+        topic = broker.logs.topic_by_id(tp[0])
+        if topic is not None and not broker.authorizer.authorize(header, "Read", TOPIC, topic.name):
+            results.setdefault(tp, _partition(tp))["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            continue
+        error, data, ranges = await broker.share.partitions.acquire(
+            group_id, member_id, ShareKey(group_id, *tp), max_records - total, max_bytes)
+        if error or ranges:
+            entry = results.setdefault(tp, _partition(tp))
+            entry["error_code"] = error
+            if error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                entry["current_leader"] = leader_of(broker, tp)
+            entry["records"], entry["acquired_records"] = data, ranges
+            total += sum(r["last_offset"] - r["first_offset"] + 1 for r in ranges)
+            max_bytes -= len(data)
+    return total
+
+
+def _partition(tp, error_code=ErrorCode.NONE, acknowledge_error_code=ErrorCode.NONE) -> dict:
+    return {"partition_index": tp[1], "error_code": error_code, "error_message": None,
+            "acknowledge_error_code": acknowledge_error_code, "acknowledge_error_message": None,
+            "current_leader": {"leader_id": -1, "leader_epoch": -1}, "records": b"", "acquired_records": [],
+            "_topic_id": tp[0]}
+
+
+def _response(broker, results: dict, lock_ms: int) -> dict:
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "acquisition_lock_timeout_ms": lock_ms,
+            "responses": response_topics(results), "node_endpoints": []}
+
+
+def _error(error: ErrorCode, lock_ms: int, message: str | None = None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": error, "error_message": message,
+            "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}

@@ -1,0 +1,38 @@
+"""Share groups (KIP-932, Queues for Kafka): membership, share partitions, their durable state."""
+
+from __future__ import annotations
+
+import asyncio
+
+from .coordinator import ShareGroupCoordinator, now_ms
+from .manager import SWEEP_INTERVAL_S, SharePartitionManager
+from .persister import SharePersister
+
+
+class ShareGroups:
+    """What a broker keeps of share groups: ``groups`` (the coordinator's side), ``partitions`` (the leader's)."""
+
+    def __init__(self, broker) -> None:
+        self.persister = SharePersister(broker.logs, broker.replicas, broker.config, broker.notify_append)
+        self.groups = ShareGroupCoordinator(broker)
+        self.partitions = SharePartitionManager(broker, self.persister)
+        self.config = broker.config
+        self.configs: dict[str, dict[str, object]] = {}  # group id -> its group configs (the GROUP resource)
+
+    def group_config(self, group_id: str, name: str):
+        """A group config of a share group: its own value, else the broker's default (Kafka's GroupConfig)."""
+        value = self.configs.get(group_id, {}).get(name)
+        if value is not None:
+            return value
+        defaults = {"share.isolation.level": "read_uncommitted", "share.auto.offset.reset": "latest",
+                    "share.record.lock.duration.ms": self.config["group.share.record.lock.duration.ms"]}
+        return defaults[name]
+
+    async def run_timers(self) -> None:
+        """Fence members whose session timed out and release records whose acquisition lock did; a
+        long-lived task of the broker (to run under its supervisor)."""
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL_S)
+            now = now_ms()
+            self.groups.expire_members(now)
+            self.partitions.expire_locks(now)

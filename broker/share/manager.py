@@ -1,0 +1,202 @@
+"""SharePartitionManager: share sessions, and the share partitions this broker leads (Kafka's of the same name).
+
+A share partition lives on its topic partition's leader, made at the first
+ShareFetch that names it: from its snapshot in __share_group_state if there is one,
+else at the log's end (share.auto.offset.reset's default, latest). Every
+acknowledgement, release and lock expiry writes its new snapshot before it is
+answered; acquisitions are not written (an acquired record is AVAILABLE in the
+durable state, so a restart redelivers it).
+
+A share session (group, member) holds the partitions its ShareFetches named:
+epoch 0 opens it (a new one replaces the old, whose records are released), each
+request then carries the next epoch, -1 closes it and releases what the member holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from broker.coordinator_partitions import settled
+from broker.errors import ErrorCode
+from broker.log_read import READ_COMMITTED
+from protocol.records import scan_batches
+
+from .coordinator import now_ms
+from .partition import InvalidRecordState, SharePartition
+from .persister import SharePersister, ShareKey, Snapshot
+
+log = logging.getLogger("moldau.share")
+
+INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+SWEEP_INTERVAL_S = 0.1
+
+
+@dataclass
+class ShareSession:
+    epoch: int  # the epoch the next request must carry
+    partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)  # in the order they were named
+
+
+class SessionError(Exception):
+    def __init__(self, error: ErrorCode):
+        super().__init__(error.name)
+        self.error = error
+
+
+class SharePartitionManager:
+    def __init__(self, broker, persister: SharePersister) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.persister = persister
+        self.partitions: dict[ShareKey, SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._changed = asyncio.Event()  # set by appends and releases: parked ShareFetches look again
+
+    # ---- sessions ------------------------------------------------------------------
+
+    def session(self, group_id: str, member_id: str, epoch: int) -> ShareSession | None:
+        """The request's session (None when ``epoch`` closes it); SessionError when it has none or is out of step."""
+        key = (group_id, member_id)
+        if epoch == INITIAL_EPOCH:
+            if key in self.sessions:
+                self.member_gone(group_id, member_id)
+            session = self.sessions[key] = ShareSession(1)
+            return session
+        session = self.sessions.get(key)
+        if session is None:
+            raise SessionError(ErrorCode.SHARE_SESSION_NOT_FOUND)
+        if epoch == FINAL_EPOCH:
+            return None
+        if epoch != session.epoch:
+            raise SessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH)
+        session.epoch = epoch + 1 if epoch < 2**31 - 1 else 1
+        return session
+
+    def close_session(self, group_id: str, member_id: str) -> None:
+        self.member_gone(group_id, member_id)
+
+    def member_gone(self, group_id: str, member_id: str) -> None:
+        """Its session ends and the records it holds are released (written before anyone acquires them)."""
+        self.sessions.pop((group_id, member_id), None)
+        for key, sp in self.partitions.items():
+            if key.group_id == group_id and sp.release_member(member_id):
+                _unanswered(self._persist(key, sp))
+                self._changed.set()
+
+    # ---- share partitions ----------------------------------------------------------------
+
+    async def partition(self, key: ShareKey) -> tuple[SharePartition | None, object, ErrorCode]:
+        """(the share partition, the topic partition's log, NONE) where this broker leads it, else the error."""
+        topic = self.broker.logs.topic_by_id(key.topic_id)
+        if topic is None:
+            return None, None, ErrorCode.UNKNOWN_TOPIC_ID
+        leader, error = self.broker.replicas.leader_partition(topic.name, key.partition)
+        if leader is None:
+            return None, None, error
+        sp = self.partitions.get(key)
+        if sp is None:
+            await self.persister.loaded()
+            sp = self.partitions.get(key)
+        if sp is None:
+            sp = SharePartition(leader.log.high_watermark, self.config["group.share.partition.max.record.locks"],
+                                self.config["group.share.delivery.count.limit"])
+            snapshot = self.persister.snapshots.get(key)
+            if snapshot is not None:
+                sp.restore(max(snapshot.start_offset, leader.log.log_start_offset), snapshot.state_batches)
+            self.partitions[key] = sp
+        if sp.start < leader.log.log_start_offset:  # retention or DeleteRecords passed the window
+            sp.reset(leader.log.log_start_offset)
+        return sp, leader.log, ErrorCode.NONE
+
+    def _persist(self, key: ShareKey, sp: SharePartition):
+        return self.persister.write(key, Snapshot(sp.start, sp.state_batches()))
+
+    async def acknowledge(self, group_id: str, member_id: str, key: ShareKey, batches: list[dict]) -> ErrorCode:
+        """Apply a partition's acknowledgement batches and write its new state; NONE once it is committed."""
+        sp, _, error = await self.partition(key)
+        if sp is None:
+            return error
+        try:
+            for batch in batches:
+                sp.acknowledge(member_id, batch["first_offset"], batch["last_offset"], batch["acknowledge_types"])
+        except InvalidRecordState as exc:
+            log.debug("share group %s: %s", group_id, exc)
+            error = ErrorCode.INVALID_RECORD_STATE
+        written = await settled(self._persist(key, sp))
+        self._changed.set()
+        return error or written
+
+    async def acquire(self, group_id: str, member_id: str, key: ShareKey, max_records: int, max_bytes: int
+                      ) -> tuple[ErrorCode, bytes, list[dict]]:
+        """(error, the batches read, the acquired ranges) for one partition of a ShareFetch."""
+        sp, log_, error = await self.partition(key)
+        if sp is None:
+            return error, b"", []
+        read_committed = self.broker.share.group_config(group_id, "share.isolation.level") == "read_committed"
+        end = log_.last_stable_offset if read_committed else log_.high_watermark
+        start = sp.first_to_read(end)
+        if start is None:
+            return ErrorCode.NONE, b"", []
+        aborted = None
+        if read_committed:
+            data, txns = log_.read_committed(start, max_bytes, True)
+            aborted = {}
+            for txn in txns:
+                aborted.setdefault(txn.producer_id, txn.first_offset)
+        else:
+            data = log_.read(start, max_bytes, end, min_one=True)
+        headers = [(pos, hdr) for pos, hdr in scan_batches(data)]
+        deadline = now_ms() + self.broker.share.group_config(group_id, "share.record.lock.duration.ms")
+        acquired = sp.acquire([hdr for _, hdr in headers], end, member_id, deadline, max_records, aborted)
+        if not acquired:
+            return ErrorCode.NONE, b"", []
+        # hand back only the batches that hold acquired records
+        first, last = acquired[0][0], acquired[-1][1]
+        kept = [(pos, hdr) for pos, hdr in headers if hdr.last_offset >= first and hdr.base_offset <= last]
+        begin = kept[0][0]
+        stop = kept[-1][0] + kept[-1][1].size
+        ranges = [{"first_offset": f, "last_offset": l, "delivery_count": c} for f, l, c in acquired]
+        return ErrorCode.NONE, bytes(data[begin:stop]), ranges
+
+    async def wait_for_change(self, timeout_s: float) -> None:
+        """Park a ShareFetch that acquired nothing until appends or releases may give it something."""
+        self._changed.clear()
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+
+    def notify_append(self) -> None:
+        self._changed.set()
+
+    # ---- the clock ------------------------------------------------------------------------
+
+    def expire_locks(self, now: int) -> None:
+        for key, sp in self.partitions.items():
+            deadline = sp.earliest_deadline
+            if deadline is not None and deadline <= now and sp.release_expired(now):
+                _unanswered(self._persist(key, sp))
+                self._changed.set()
+
+    # ---- groups ---------------------------------------------------------------------------
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        keys = set(self.persister.of_group(group_id)) | {k for k in self.partitions if k.group_id == group_id}
+        error = ErrorCode.NONE
+        for key in keys:
+            self.partitions.pop(key, None)
+            error = error or _unanswered(self.persister.write(key, None))
+        for session in [s for s in self.sessions if s[0] == group_id]:
+            del self.sessions[session]
+        return error
+
+
+def _unanswered(written) -> ErrorCode:
+    """A write nobody waits on: its append's error, or NONE while its commit (a cluster's acks=all) is pending."""
+    if isinstance(written, ErrorCode):
+        return written
+    written.close()
+    return ErrorCode.NONE

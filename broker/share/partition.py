@@ -1,0 +1,222 @@
+"""SharePartition: one share group's view of one topic partition (KIP-932; Kafka's SharePartition).
+
+Offsets below the share-partition start offset (SPSO, ``start``) are done.
+Offsets in [start, next_offset) form the in-flight window; each one there has a
+state and a delivery count:
+
+    AVAILABLE --acquire--> ACQUIRED (member, lock deadline, delivery count + 1)
+    ACQUIRED --ACCEPT--> ACKNOWLEDGED
+    ACQUIRED --REJECT / GAP--> ARCHIVED
+    ACQUIRED --RELEASE, lock timeout, session closed--> AVAILABLE,
+             or ARCHIVED once the delivery count reached group.share.delivery.count.limit
+
+Offsets at or past ``next_offset`` were never acquired. The start moves past a
+prefix of ACKNOWLEDGED / ARCHIVED offsets. Offsets a log no longer holds (compacted
+away) have no entry and count as done. Records of aborted transactions and
+control batches are ARCHIVED when met, never handed out.
+
+Pure logic: the manager reads the log, persists the durable part (every state but
+ACQUIRED, which is persisted as AVAILABLE with its count) and runs the clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from protocol.records import BatchHeader
+
+
+class RecordState(IntEnum):
+    # the values Kafka persists in a share snapshot's state batches (ACQUIRED is never persisted)
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+class AcknowledgeType(IntEnum):
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+
+
+DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+@dataclass(slots=True)
+class InFlight:
+    state: RecordState = RecordState.AVAILABLE
+    delivery_count: int = 0
+    member_id: str | None = None
+    deadline_ms: int = 0
+
+
+class InvalidRecordState(Exception):
+    """An acknowledgement of an offset that is not acquired by this member (INVALID_RECORD_STATE)."""
+
+
+class SharePartition:
+    def __init__(self, start: int, max_in_flight: int, delivery_limit: int) -> None:
+        self.start = start
+        self.next_offset = start
+        self.records: dict[int, InFlight] = {}
+        self.max_in_flight = max_in_flight
+        self.delivery_limit = delivery_limit
+        self.acquired_total = 0  # records handed out since this broker loaded the partition (a metric)
+
+    # ---- the durable part --------------------------------------------------------
+
+    def state_batches(self) -> list[dict]:
+        """The window as Kafka's share snapshot holds it: runs of offsets of one state and delivery count."""
+        batches: list[dict] = []
+        for offset in sorted(self.records):
+            r = self.records[offset]
+            state = RecordState.AVAILABLE if r.state == RecordState.ACQUIRED else r.state
+            last = batches[-1] if batches else None
+            if (last and last["last_offset"] == offset - 1 and last["delivery_state"] == state
+                    and last["delivery_count"] == r.delivery_count):
+                last["last_offset"] = offset
+            else:
+                batches.append({"first_offset": offset, "last_offset": offset, "delivery_state": int(state),
+                                "delivery_count": r.delivery_count})
+        return batches
+
+    def restore(self, start: int, batches: list[dict]) -> None:
+        self.start = self.next_offset = start
+        self.records.clear()
+        for b in batches:
+            for offset in range(max(b["first_offset"], start), b["last_offset"] + 1):
+                self.records[offset] = InFlight(RecordState(b["delivery_state"]), b["delivery_count"])
+                self.next_offset = max(self.next_offset, offset + 1)
+        self._advance()
+
+    # ---- acquiring ---------------------------------------------------------------
+
+    def first_to_read(self, end: int) -> int | None:
+        """Where the next acquisition reads from: the first AVAILABLE offset in the window, else the
+        window's end if the log has records there (below ``end``) and the window has room."""
+        available = [o for o, r in self.records.items() if r.state == RecordState.AVAILABLE]
+        if available:
+            return min(available)
+        if self.next_offset < end and self.next_offset - self.start < self.max_in_flight:
+            return self.next_offset
+        return None
+
+    def acquire(self, batches: list[BatchHeader], end: int, member_id: str, deadline_ms: int, max_records: int,
+                aborted: dict[int, int] | None = None) -> list[tuple[int, int, int]]:
+        """Acquire the AVAILABLE or new offsets of ``batches`` (read from the log, in order) below ``end``,
+        whole batches until at least ``max_records``: [(first, last, delivery count)]. ``aborted`` (a
+        read_committed read) maps producer id -> first offset of its aborted transaction."""
+        acquired: list[tuple[int, int, int]] = []
+        count = 0
+        open_aborted = dict(aborted or {})
+        for hdr in batches:
+            if count >= max_records:
+                break
+            skip = hdr.is_control or (hdr.is_transactional and hdr.producer_id in open_aborted
+                                      and hdr.base_offset >= open_aborted[hdr.producer_id])
+            if hdr.is_control and hdr.producer_id in open_aborted:
+                del open_aborted[hdr.producer_id]  # that transaction's abort marker
+            for offset in range(hdr.base_offset, hdr.last_offset + 1):
+                if offset < self.start or offset >= end:
+                    continue
+                record = self.records.get(offset)
+                if record is None:
+                    if offset < self.next_offset:
+                        continue  # done (compacted away, or advanced past)
+                    if offset - self.start >= self.max_in_flight:
+                        break
+                    record = self.records[offset] = InFlight()
+                    self.next_offset = offset + 1
+                if record.state != RecordState.AVAILABLE:
+                    continue
+                if skip:
+                    record.state = RecordState.ARCHIVED
+                    continue
+                record.state, record.member_id, record.deadline_ms = RecordState.ACQUIRED, member_id, deadline_ms
+                record.delivery_count += 1
+                count += 1
+                if acquired and acquired[-1][1] == offset - 1 and acquired[-1][2] == record.delivery_count:
+                    acquired[-1] = (acquired[-1][0], offset, record.delivery_count)
+                else:
+                    acquired.append((offset, offset, record.delivery_count))
+        self.acquired_total += count
+        self._advance()
+        return acquired
+
+    # ---- acknowledging and releasing ------------------------------------------------
+
+    def acknowledge(self, member_id: str, first: int, last: int, types: list[int]) -> None:
+        """Apply one acknowledgement batch: one type for the whole range, or one per offset. All or none:
+        raises InvalidRecordState if any offset is not acquired by ``member_id``."""
+        if last < first or len(types) not in (1, last - first + 1) or any(t not in AcknowledgeType._value2member_map_
+                                                                          for t in types):
+            raise InvalidRecordState(f"bad acknowledgement batch {first}-{last}")
+        for offset in range(first, last + 1):
+            record = self.records.get(offset)
+            if record is None or record.state != RecordState.ACQUIRED or record.member_id != member_id:
+                raise InvalidRecordState(f"offset {offset} is not acquired by this member")
+        for i, offset in enumerate(range(first, last + 1)):
+            kind = AcknowledgeType(types[0] if len(types) == 1 else types[i])
+            record = self.records[offset]
+            if kind == AcknowledgeType.ACCEPT:
+                self._settle(record, RecordState.ACKNOWLEDGED)
+            elif kind == AcknowledgeType.RELEASE:
+                self._release(record)
+            else:
+                self._settle(record, RecordState.ARCHIVED)
+        self._advance()
+
+    def release_expired(self, now_ms: int) -> int:
+        """Release the records whose acquisition lock ran out; how many."""
+        expired = [r for r in self.records.values() if r.state == RecordState.ACQUIRED and r.deadline_ms <= now_ms]
+        for record in expired:
+            self._release(record)
+        self._advance()
+        return len(expired)
+
+    def release_member(self, member_id: str) -> int:
+        """Release every record ``member_id`` holds (its share session closed); how many."""
+        held = [r for r in self.records.values() if r.state == RecordState.ACQUIRED and r.member_id == member_id]
+        for record in held:
+            self._release(record)
+        self._advance()
+        return len(held)
+
+    def _release(self, record: InFlight) -> None:
+        self._settle(record, RecordState.ARCHIVED if record.delivery_count >= self.delivery_limit
+                     else RecordState.AVAILABLE)
+
+    @staticmethod
+    def _settle(record: InFlight, state: RecordState) -> None:
+        record.state, record.member_id, record.deadline_ms = state, None, 0
+
+    def _advance(self) -> None:
+        while self.start < self.next_offset:
+            record = self.records.get(self.start)
+            if record is not None and record.state not in DONE:
+                break
+            self.records.pop(self.start, None)
+            self.start += 1
+
+    def reset(self, start: int) -> None:
+        """AlterShareGroupOffsets / a log start past the window: everything before ``start`` is done, the rest new."""
+        self.start = self.next_offset = start
+        self.records.clear()
+
+    # ---- what it holds (DescribeShareGroupOffsets, metrics) ----------------------------
+
+    def in_flight(self) -> int:
+        return sum(1 for r in self.records.values() if r.state == RecordState.ACQUIRED)
+
+    def backlog(self, end: int) -> int:
+        """Records not yet acknowledged or archived, up to the log's ``end``."""
+        undone = sum(1 for r in self.records.values() if r.state not in DONE)
+        return undone + max(0, end - self.next_offset)
+
+    @property
+    def earliest_deadline(self) -> int | None:
+        deadlines = [r.deadline_ms for r in self.records.values() if r.state == RecordState.ACQUIRED]
+        return min(deadlines) if deadlines else None

@@ -1,0 +1,162 @@
+"""Share groups (KIP-932, Queues for Kafka) with confluent-kafka's ShareConsumer against a real broker.
+
+Several consumers read one partition cooperatively; each record is acquired under a
+lock and acknowledged on its own: ACCEPT, RELEASE (redelivered, delivery count + 1),
+REJECT (never again); an expired lock releases the record to another consumer; the
+delivery count limit archives it; acknowledged records stay done after a kill -9.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from confluent_kafka import AcknowledgeType
+
+from helpers.share import SHARE_BROKER, new_topic, records, share_consumer, warm_up
+from helpers.wire import WireClient
+
+
+def _poll_until(c, want, timeout: float, explicit_ack=None) -> list:
+    """Poll ``c`` until ``want(received)`` holds; the records received (acknowledged by ``explicit_ack``)."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not want(got):
+        batch = records(c.poll(0.5))
+        got += batch
+        if explicit_ack is not None and batch:
+            for m in batch:
+                c.acknowledge(m, explicit_ack(m))
+            c.commit_sync()
+    return got
+
+
+def test_consumers_share_one_partition_and_nothing_is_delivered_twice(start_broker):
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "work")
+    consumers = [share_consumer(b.bootstrap, "workers", "work") for _ in range(3)]
+    try:
+        p = warm_up(b.bootstrap, "work", consumers)
+        got: dict[int, list] = {i: [] for i in range(3)}
+        stop = threading.Event()
+
+        def work(i):
+            while not stop.is_set():
+                got[i] += [m.value() for m in records(consumers[i].poll(0.2)) if m.value() != b"warm-up"]
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        expected = [f"job-{n}".encode() for n in range(90)]
+        for value in expected:
+            p.produce("work", value)
+            p.flush(10)
+            time.sleep(0.01)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sum(len(v) for v in got.values()) < len(expected):
+            time.sleep(0.2)
+        time.sleep(2.5)  # past a lock's expiry: anything delivered twice would show now
+        stop.set()
+        for t in threads:
+            t.join()
+        counts = Counter(v for values in got.values() for v in values)
+        assert sorted(counts) == sorted(expected), "every record delivered"
+        assert max(counts.values()) == 1, f"delivered twice: {[v for v, n in counts.items() if n > 1]}"
+        assert sum(1 for values in got.values() if values) >= 2, "the partition is shared by the consumers"
+        with WireClient(b.port) as w:
+            listed = w.request("ListGroups", 5, {"states_filter": [], "types_filter": ["share"]})
+            assert [(g["group_id"], g["group_type"], g["group_state"]) for g in listed["groups"]] == [
+                ("workers", "share", "Stable")]
+            described = w.request("ShareGroupDescribe", 1, {"group_ids": ["workers"],
+                                                            "include_authorized_operations": False})
+            group = described["groups"][0]
+            assert group["error_code"] == 0 and len(group["members"]) == 3
+            assert all(m["assignment"]["topic_partitions"][0]["partitions"] == [0] for m in group["members"])
+    finally:
+        for c in consumers:
+            c.close()
+
+
+def test_release_redelivers_with_delivery_count_2_and_reject_never_redelivers(start_broker):
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "jobs")
+    c = share_consumer(b.bootstrap, "g", "jobs", explicit=True)
+    try:
+        p = warm_up(b.bootstrap, "jobs", [c], explicit=True)
+        for value in (b"release-me", b"reject-me", b"accept-me"):
+            p.produce("jobs", value)
+        p.flush(10)
+        kinds = {b"release-me": AcknowledgeType.RELEASE, b"reject-me": AcknowledgeType.REJECT}
+        first = _poll_until(c, lambda got: {b"release-me", b"reject-me", b"accept-me"} <= {m.value() for m in got},
+                            30, lambda m: kinds.get(m.value(), AcknowledgeType.ACCEPT))
+        assert {m.value(): m.delivery_count() for m in first if m.value() != b"warm-up"} == {
+            b"release-me": 1, b"reject-me": 1, b"accept-me": 1}
+        again = _poll_until(c, lambda got: False, 5, lambda m: AcknowledgeType.ACCEPT)
+        assert [(m.value(), m.delivery_count()) for m in again] == [(b"release-me", 2)]
+    finally:
+        c.close()
+
+
+def test_an_expired_lock_goes_to_another_consumer_and_the_delivery_limit_archives(start_broker):
+    b = start_broker(SHARE_BROKER, {"group.share.delivery.count.limit": 2})
+    new_topic(b.bootstrap, "locks")
+    holder = share_consumer(b.bootstrap, "g", "locks", explicit=True)
+    other = share_consumer(b.bootstrap, "g", "locks", explicit=True)
+    try:
+        p = warm_up(b.bootstrap, "locks", [holder], explicit=True)
+        p.produce("locks", b"slow")
+        p.flush(10)
+        held = _poll_until(holder, lambda got: any(m.value() == b"slow" for m in got), 30)
+        assert [(m.value(), m.delivery_count()) for m in held] == [(b"slow", 1)]
+        # the holder never acknowledges: after the 2 s lock the record is the other consumer's
+        taken = _poll_until(other, lambda got: any(m.value() == b"slow" for m in got), 30)
+        assert [(m.value(), m.delivery_count()) for m in taken if m.value() == b"slow"] == [(b"slow", 2)]
+        # its second lock expires too: delivery count 2 is the limit, so it is archived, not redelivered
+        third = share_consumer(b.bootstrap, "g", "locks")
+        try:
+            assert [m.value() for m in _poll_until(third, lambda got: False, 6)] == []
+        finally:
+            third.close()
+    finally:
+        holder.close()
+        other.close()
+
+
+def test_acknowledged_records_stay_done_after_kill_9(start_broker):
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "durable")
+    c = share_consumer(b.bootstrap, "g", "durable", explicit=True)
+    values = [f"r{n}".encode() for n in range(20)]
+    try:
+        p = warm_up(b.bootstrap, "durable", [c], explicit=True)
+        for value in values:
+            p.produce("durable", value)
+        p.flush(10)
+        # accept the first ten, release the next five, leave the last five acquired when the broker dies
+        plan = {v: AcknowledgeType.ACCEPT for v in values[:10]} | {v: AcknowledgeType.RELEASE for v in values[10:15]}
+        got = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not set(values) <= {m.value() for m in got}:
+            batch = records(c.poll(0.5))
+            got += batch
+            acked = [m for m in batch if m.value() in plan or m.value() == b"warm-up"]
+            for m in acked:
+                c.acknowledge(m, plan.get(m.value(), AcknowledgeType.ACCEPT))
+            if acked:
+                c.commit_sync()
+            if any(m not in acked for m in batch):
+                break  # explicit mode polls on only once every record is acknowledged
+        done = {m.value() for m in got}
+        assert set(values[:10]) <= done
+    finally:
+        b.kill()
+        c.close()
+    b.restart()
+    after = share_consumer(b.bootstrap, "g", "durable")
+    try:
+        redelivered = _poll_until(after, lambda got: len(got) >= 10, 45)
+        redelivered += _poll_until(after, lambda got: False, 3)
+        assert sorted(m.value() for m in redelivered) == sorted(values[10:]), "only the unacknowledged ones"
+    finally:
+        after.close()
