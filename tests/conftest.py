@@ -390,6 +390,8 @@ LONG = (
     "tests/cluster/test_cluster_fetch_sessions.py",
     "tests/integration/test_java_clients.py",
     "tests/integration/test_consumer_group_protocol_java.py",
+    "tests/integration/test_share_groups_java.py",
+    "tests/integration/test_share_groups.py",
     "tests/reliability/test_request_queue.py",
     "tests/reliability/test_kill_loop.py",
     "tests/bench/test_bench_smoke.py",

@@ -1,0 +1,110 @@
+"""Share groups (KIP-932) with Java kafka-clients 4.3's KafkaShareConsumer, alone and beside confluent-kafka's
+ShareConsumer in one group.
+
+tests/java/ShareConsumer.java acknowledges explicitly by value: "release-..." RELEASE on its first delivery,
+"reject-..." REJECT, others ACCEPT; the confluent-kafka member here does the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from confluent_kafka import AcknowledgeType
+
+from helpers.java_clients import JavaClients
+from helpers.share import SHARE_BROKER, new_topic, records, share_consumer, warm_up
+from helpers.wire import WireClient
+
+SOURCE = Path(__file__).resolve().parents[1] / "java" / "ShareConsumer.java"
+
+
+@pytest.fixture(scope="module")
+def java4(tmp_path_factory) -> JavaClients:
+    return JavaClients.build_4x(tmp_path_factory.mktemp("java4-932"), SOURCE)  # missing JDK or jar: make test-deps
+
+
+def _ack_type(m) -> AcknowledgeType:
+    value = m.value()
+    if value.startswith(b"release-") and m.delivery_count() == 1:
+        return AcknowledgeType.RELEASE
+    return AcknowledgeType.REJECT if value.startswith(b"reject-") else AcknowledgeType.ACCEPT
+
+
+def _members(port: int, group: str) -> int:
+    with WireClient(port) as w:
+        described = w.request("ShareGroupDescribe", 1, {"group_ids": [group], "include_authorized_operations": False})
+    return len(described["groups"][0]["members"])
+
+
+def test_java_and_confluent_share_consumers_in_one_group(start_broker, java4, tmp_path):
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "mixed")
+    stop = tmp_path / "stop"
+    c = share_consumer(b.bootstrap, "mixed-group", "mixed", explicit=True)
+    with ThreadPoolExecutor(1) as pool:
+        java_run = pool.submit(java4.run, b.bootstrap, "mixed-group", "mixed", 600_000, 120_000, stop)
+        try:
+            p = warm_up(b.bootstrap, "mixed", [c], explicit=True)
+            deadline = time.monotonic() + 60
+            while _members(b.port, "mixed-group") < 2:
+                assert time.monotonic() < deadline, "the Java share consumer never joined"
+                time.sleep(0.2)
+            expected = [f"job-{n}" for n in range(40)] + ["release-1", "reject-1"]
+            python_side = []
+
+            def poll_python(timeout: float) -> None:
+                got = records(c.poll(timeout))
+                for m in got:
+                    c.acknowledge(m, _ack_type(m))
+                if got:
+                    c.commit_sync()
+                python_side.extend((m.value().decode(), m.delivery_count()) for m in got)
+
+            for value in expected:
+                p.produce("mixed", value.encode())
+                p.flush(10)
+                poll_python(0.05)
+                time.sleep(0.1)  # the Java member's polls get their turn
+            deadline = time.monotonic() + 8  # past the redelivery of release-1, and of anything delivered twice
+            while time.monotonic() < deadline:
+                poll_python(0.3)
+        finally:
+            stop.touch()
+            lines = java_run.result(timeout=180)
+            c.close()
+    java_side = [(line["value"], line["delivery_count"]) for line in lines if line["op"] == "record"]
+    deliveries = Counter(d for d in java_side + python_side if d[0] != "warm-up")
+    assert any(v != "warm-up" for v, _ in java_side), "the Java member got a share of the records"
+    assert any(v != "warm-up" for v, _ in python_side), "the confluent-kafka member got a share of the records"
+    want = Counter({(v, 1): 1 for v in expected}) + Counter({("release-1", 2): 1})
+    assert deliveries == want
+
+
+def test_java_share_consumer_release_redelivers_and_reject_does_not(start_broker, java4, tmp_path):
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "jq")
+    stop = tmp_path / "stop"
+    with ThreadPoolExecutor(1) as pool:
+        java_run = pool.submit(java4.run, b.bootstrap, "jg", "jq", 600_000, 120_000, stop)
+        warm = share_consumer(b.bootstrap, "jg", "jq", explicit=True)
+        try:
+            p = warm_up(b.bootstrap, "jq", [warm], explicit=True)
+        finally:
+            warm.close()
+        deadline = time.monotonic() + 60
+        while _members(b.port, "jg") != 1:
+            assert time.monotonic() < deadline, "the Java share consumer is not the group's only member"
+            time.sleep(0.2)
+        for value in ("release-a", "reject-b", "job-c"):
+            p.produce("jq", value.encode())
+        p.flush(10)
+        time.sleep(6)  # a redelivery round and more
+        stop.touch()
+        lines = java_run.result(timeout=120)
+    seen = Counter((line["value"], line["delivery_count"]) for line in lines
+                   if line["op"] == "record" and line["value"] != "warm-up")
+    assert seen == Counter({("release-a", 1): 1, ("release-a", 2): 1, ("reject-b", 1): 1, ("job-c", 1): 1})
