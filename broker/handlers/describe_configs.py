@@ -1,4 +1,4 @@
-"""DescribeConfigs: topic and broker configs with their types, sources and synonyms.
+"""DescribeConfigs: topic, broker and (share) group configs with their types, sources and synonyms.
 
 A topic config's value is the one in force: the topic's own (DYNAMIC_TOPIC),
 else the broker setting it defaults to when server.properties sets it
@@ -11,6 +11,7 @@ The resources asked for are a set: one named many times is described once.
 from broker.config import SETTINGS
 from broker.errors import ErrorCode
 from broker.security.authorization import config_refusal
+from broker.share.group_configs import GROUP_RESOURCE
 from broker.topic_configs import BOOLEAN, DOUBLE, INT, LONG, STRING, TOPIC_CONFIGS
 from storage.config import LOG_CONFIG_NAMES
 
@@ -91,6 +92,9 @@ def _configs(broker, resource) -> tuple[int, str | None, list]:
         if name not in ("", str(broker.node_id)):
             return ErrorCode.INVALID_REQUEST, f"unknown broker {name}", []
         return 0, None, _broker_entries(broker)
+    if rtype == GROUP_RESOURCE:  # share groups' configs
+        return 0, None, [_entry(n, v, source, t, False, [_synonym(n, v, source)])
+                         for n, v, source, t in broker.share.configs.describe(name)]
     return ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported", []
 
 

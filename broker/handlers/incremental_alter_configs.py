@@ -1,8 +1,10 @@
-"""IncrementalAlterConfigs: set, delete, append to or subtract from single topic configs."""
+"""IncrementalAlterConfigs: set, delete, append to or subtract from single topic configs; set or delete
+share group configs (the GROUP resource)."""
 
 from broker import topic_configs
 from broker.errors import ErrorCode
 from broker.security.authorization import config_refusal
+from broker.share.group_configs import GROUP_RESOURCE
 from storage.config import LOG_CONFIG_NAMES
 
 API = "IncrementalAlterConfigs"
@@ -64,8 +66,14 @@ def handle(broker, request, header) -> dict:
         if resource["resource_type"] == topic_configs.BROKER_RESOURCE and any(
                 op["config_operation"] not in (SET, DELETE) for op in resource["configs"]):
             refusal = ErrorCode.INVALID_REQUEST  # no broker config that changes at run time is a list
-        code, message = (refusal, None) if refusal else topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
-                                            _changes_of(resource), request["validate_only"])
+        if refusal:
+            code, message = refusal, None
+        elif resource["resource_type"] == GROUP_RESOURCE:  # share groups' configs
+            code, message = broker.share.configs.alter(resource["resource_name"], resource["configs"],
+                                                       request["validate_only"])
+        else:
+            code, message = topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
+                                                _changes_of(resource), request["validate_only"])
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": resource["resource_type"], "resource_name": resource["resource_name"]})
     return {"throttle_time_ms": 0, "responses": responses}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from .coordinator import ShareGroupCoordinator, now_ms
+from .group_configs import GroupConfigs
 from .manager import SWEEP_INTERVAL_S, SharePartitionManager
 from .persister import SharePersister
 
@@ -16,17 +17,11 @@ class ShareGroups:
         self.persister = SharePersister(broker.logs, broker.replicas, broker.config, broker.notify_append)
         self.groups = ShareGroupCoordinator(broker)
         self.partitions = SharePartitionManager(broker, self.persister)
-        self.config = broker.config
-        self.configs: dict[str, dict[str, object]] = {}  # group id -> its group configs (the GROUP resource)
+        self.configs = GroupConfigs(broker.config)
 
     def group_config(self, group_id: str, name: str):
         """A group config of a share group: its own value, else the broker's default (Kafka's GroupConfig)."""
-        value = self.configs.get(group_id, {}).get(name)
-        if value is not None:
-            return value
-        defaults = {"share.isolation.level": "read_uncommitted", "share.auto.offset.reset": "latest",
-                    "share.record.lock.duration.ms": self.config["group.share.record.lock.duration.ms"]}
-        return defaults[name]
+        return self.configs.value(group_id, name)
 
     async def run_timers(self) -> None:
         """Fence members whose session timed out and release records whose acquisition lock did; a

@@ -25,6 +25,7 @@ from broker.log_read import READ_COMMITTED
 from protocol.records import scan_batches
 
 from .coordinator import now_ms
+from .group_configs import parse_duration_ms
 from .partition import InvalidRecordState, SharePartition
 from .persister import SharePersister, ShareKey, Snapshot
 
@@ -101,7 +102,8 @@ class SharePartitionManager:
             await self.persister.loaded()
             sp = self.partitions.get(key)
         if sp is None:
-            sp = SharePartition(leader.log.high_watermark, self.config["group.share.partition.max.record.locks"],
+            sp = SharePartition(self._initial_offset(key.group_id, leader.log),
+                                self.config["group.share.partition.max.record.locks"],
                                 self.config["group.share.delivery.count.limit"])
             snapshot = self.persister.snapshots.get(key)
             if snapshot is not None:
@@ -110,6 +112,16 @@ class SharePartitionManager:
         if sp.start < leader.log.log_start_offset:  # retention or DeleteRecords passed the window
             sp.reset(leader.log.log_start_offset)
         return sp, leader.log, ErrorCode.NONE
+
+    def _initial_offset(self, group_id: str, log_) -> int:
+        """Where a share partition with no durable state starts (the group's share.auto.offset.reset)."""
+        reset = self.broker.share.group_config(group_id, "share.auto.offset.reset")
+        if reset == "earliest":
+            return log_.log_start_offset
+        if reset.startswith("by_duration:"):
+            found = log_.offset_for_timestamp(now_ms() - parse_duration_ms(reset.removeprefix("by_duration:")))
+            return found[0] if found is not None else log_.high_watermark
+        return log_.high_watermark
 
     def _persist(self, key: ShareKey, sp: SharePartition):
         return self.persister.write(key, Snapshot(sp.start, sp.state_batches()))
@@ -143,9 +155,7 @@ class SharePartitionManager:
         aborted = None
         if read_committed:
             data, txns = log_.read_committed(start, max_bytes, True)
-            aborted = {}
-            for txn in txns:
-                aborted.setdefault(txn.producer_id, txn.first_offset)
+            aborted = [(txn.producer_id, txn.first_offset) for txn in txns]
         else:
             data = log_.read(start, max_bytes, end, min_one=True)
         headers = [(pos, hdr) for pos, hdr in scan_batches(data)]

@@ -105,20 +105,23 @@ class SharePartition:
         return None
 
     def acquire(self, batches: list[BatchHeader], end: int, member_id: str, deadline_ms: int, max_records: int,
-                aborted: dict[int, int] | None = None) -> list[tuple[int, int, int]]:
+                aborted: list[tuple[int, int]] | None = None) -> list[tuple[int, int, int]]:
         """Acquire the AVAILABLE or new offsets of ``batches`` (read from the log, in order) below ``end``,
         whole batches until at least ``max_records``: [(first, last, delivery count)]. ``aborted`` (a
-        read_committed read) maps producer id -> first offset of its aborted transaction."""
+        read_committed read): (producer id, first offset) of the aborted transactions among the batches,
+        whose records are archived as a read_committed consumer would skip them."""
         acquired: list[tuple[int, int, int]] = []
         count = 0
-        open_aborted = dict(aborted or {})
+        pending = sorted(aborted or [], key=lambda txn: txn[1])
+        aborting: set[int] = set()  # producers inside an aborted transaction at this point of the log
         for hdr in batches:
             if count >= max_records:
                 break
-            skip = hdr.is_control or (hdr.is_transactional and hdr.producer_id in open_aborted
-                                      and hdr.base_offset >= open_aborted[hdr.producer_id])
-            if hdr.is_control and hdr.producer_id in open_aborted:
-                del open_aborted[hdr.producer_id]  # that transaction's abort marker
+            while pending and pending[0][1] <= hdr.last_offset:
+                aborting.add(pending.pop(0)[0])
+            skip = hdr.is_control or (hdr.is_transactional and hdr.producer_id in aborting)
+            if hdr.is_control:
+                aborting.discard(hdr.producer_id)  # that transaction's marker ends it
             for offset in range(hdr.base_offset, hdr.last_offset + 1):
                 if offset < self.start or offset >= end:
                     continue

@@ -160,3 +160,45 @@ def test_acknowledged_records_stay_done_after_kill_9(start_broker):
         assert sorted(m.value() for m in redelivered) == sorted(values[10:]), "only the unacknowledged ones"
     finally:
         after.close()
+
+
+def _set_group_configs(port: int, group: str, configs: dict[str, str]) -> None:
+    with WireClient(port) as w:
+        answer = w.request("IncrementalAlterConfigs", 1, {"validate_only": False, "resources": [{
+            "resource_type": 32, "resource_name": group,
+            "configs": [{"name": n, "config_operation": 0, "value": v} for n, v in configs.items()]}]})
+        assert [r["error_code"] for r in answer["responses"]] == [0], answer
+        described = w.request("DescribeConfigs", 4, {"include_synonyms": False, "include_documentation": False,
+                                                     "resources": [{"resource_type": 32, "resource_name": group,
+                                                                    "configuration_keys": None}]})
+        entries = {e["name"]: e["value"] for e in described["results"][0]["configs"]}
+        assert {n: entries[n] for n in configs} == configs
+
+
+def test_read_committed_share_group_never_sees_aborted_or_open_transactions(start_broker):
+    from confluent_kafka import Producer
+
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "txns")
+    _set_group_configs(b.port, "rc", {"share.isolation.level": "read_committed", "share.auto.offset.reset": "earliest"})
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "share-txn"})
+    p.init_transactions(30)
+    for values, commit in (([b"committed-1"], True), ([b"aborted-1", b"aborted-2"], False), ([b"committed-2"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce("txns", v)
+        p.flush(10)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    p.begin_transaction()
+    p.produce("txns", b"open-until-later")
+    p.flush(10)
+    c = share_consumer(b.bootstrap, "rc", "txns")
+    try:
+        got = _poll_until(c, lambda got: False, 6)
+        assert [m.value() for m in got] == [b"committed-1", b"committed-2"]
+        p.commit_transaction(30)
+        later = _poll_until(c, lambda got: len(got) >= 1, 30)
+        later += _poll_until(c, lambda got: False, 2)
+        assert [m.value() for m in later] == [b"open-until-later"]
+    finally:
+        c.close()
