@@ -42,6 +42,7 @@ from . import (
 )
 from . import consumer_group_describe, consumer_group_heartbeat
 from . import share_acknowledge, share_fetch, share_group_describe, share_group_heartbeat
+from . import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets
 from . import (
     delete_groups,
     describe_groups,
@@ -116,6 +117,9 @@ _MODULES = [
     share_group_describe,
     share_fetch,
     share_acknowledge,
+    describe_share_group_offsets,
+    alter_share_group_offsets,
+    delete_share_group_offsets,
     # transactions
     add_partitions_to_txn,
     add_offsets_to_txn,

@@ -38,6 +38,9 @@ CHECKED_IN_HANDLER = frozenset({
     "AlterConfigs", "IncrementalAlterConfigs", "CreatePartitions", "DeleteGroups", "DescribeProducers",
     "DescribeTransactions", "ListTransactions", "OffsetForLeaderEpoch", "DeleteRecords", "OffsetDelete",
     "DescribeLogDirs", "ElectLeaders", "AlterPartitionReassignments", "ListPartitionReassignments", "WriteTxnMarkers",
+    # share groups (KIP-932): a group's Read or Describe and each topic's Read or Describe
+    "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets",
+    "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
 })
 CLOSE = object()
 

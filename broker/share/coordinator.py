@@ -176,13 +176,20 @@ class ShareGroupCoordinator:
                 "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
                 "assignor_name": "simple", "members": members, "authorized_operations": -(2**31)}
 
+    def members(self, group_id: str) -> int:
+        group = self.groups.get(group_id)
+        return len(group.members) if group is not None else 0
+
     def delete(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: only an empty one; its share-partition state goes with it."""
         group = self.groups.get(group_id)
         if group is not None and group.members:
             return ErrorCode.NON_EMPTY_GROUP
         self.groups.pop(group_id, None)
-        return self.broker.share.partitions.delete_group(group_id)
+        error = self.broker.share.partitions.delete_group(group_id)
+        if error == ErrorCode.NONE:
+            self.broker.share.configs.forget(group_id)
+        return error
 
 
 def describe_error(group_id: str, error: ErrorCode, message: str | None = None) -> dict:

@@ -120,6 +120,14 @@ class GroupConfigs:
         log.info("group %s configs are now %s", group_id, wanted or "default")
         return ErrorCode.NONE, None
 
+    def forget(self, group_id: str) -> None:
+        """A deleted group's configs go with it (Kafka deletes them with the group)."""
+        if self.groups.pop(group_id, None) is not None:
+            try:
+                self._write()
+            except OSError as exc:
+                log.error("group configs of deleted group %s not removed: %s", group_id, exc)
+
     def describe(self, group_id: str) -> list[dict]:
         """DescribeConfigs entries: (name, value, source 8 = the group's own (GROUP_CONFIG), 5 = default, type)."""
         own = self.groups.get(group_id, {})

@@ -19,6 +19,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 
+from broker import coordinator_partitions
 from broker.coordinator_partitions import settled
 from broker.errors import ErrorCode
 from broker.log_read import READ_COMMITTED
@@ -190,6 +191,41 @@ class SharePartitionManager:
             if deadline is not None and deadline <= now and sp.release_expired(now):
                 _unanswered(self._persist(key, sp))
                 self._changed.set()
+
+    # ---- the admin's view: start offsets (Describe/Alter/DeleteShareGroupOffsets) -------------
+
+    def start_offsets(self, group_id: str) -> dict[ShareKey, tuple[int, int]]:
+        """Each share partition of the group with state: (start offset, lag = records not yet done, -1 unknown)."""
+        found = {}
+        for key, snapshot in self.persister.of_group(group_id).items():
+            found[key] = (snapshot.start_offset, -1)
+        for key, sp in self.partitions.items():
+            if key.group_id == group_id:
+                found[key] = (sp.start, -1)
+        for key, (start, _) in list(found.items()):
+            topic = self.broker.logs.topic_by_id(key.topic_id)
+            log_ = self.broker.logs.log(topic.name, key.partition) if topic is not None else None
+            if log_ is None:
+                continue
+            sp = self.partitions.get(key)
+            if sp is None:
+                sp = SharePartition(start, self.config["group.share.partition.max.record.locks"],
+                                    self.config["group.share.delivery.count.limit"])
+                sp.restore(start, self.persister.snapshots[key].state_batches)
+            found[key] = (start, sp.backlog(log_.high_watermark))
+        return found
+
+    def alter_start(self, key: ShareKey, start: int) -> coordinator_partitions.Pending:
+        """The share partition starts anew at ``start`` (an empty group's AlterShareGroupOffsets)."""
+        sp = self.partitions.get(key)
+        if sp is not None:
+            sp.reset(start)
+        return self.persister.write(key, Snapshot(start, []))
+
+    def delete_state(self, key: ShareKey) -> coordinator_partitions.Pending:
+        """Forget the share partition: the next fetch starts it at share.auto.offset.reset."""
+        self.partitions.pop(key, None)
+        return self.persister.write(key, None)
 
     # ---- groups ---------------------------------------------------------------------------
 

@@ -108,3 +108,68 @@ def test_java_share_consumer_release_redelivers_and_reject_does_not(start_broker
     seen = Counter((line["value"], line["delivery_count"]) for line in lines
                    if line["op"] == "record" and line["value"] != "warm-up")
     assert seen == Counter({("release-a", 1): 1, ("release-a", 2): 1, ("reject-b", 1): 1, ("job-c", 1): 1})
+
+
+ADMIN_SOURCE = Path(__file__).resolve().parents[1] / "java" / "ShareAdmin.java"
+
+
+@pytest.fixture(scope="module")
+def share_admin(tmp_path_factory) -> JavaClients:
+    return JavaClients.build_4x(tmp_path_factory.mktemp("java4-932-admin"), ADMIN_SOURCE)
+
+
+def test_java_admin_lists_describes_alters_and_deletes_share_group_offsets(start_broker, share_admin):
+    from confluent_kafka import Producer
+
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "adm")
+    with WireClient(b.port) as w:
+        altered = w.request("IncrementalAlterConfigs", 1, {"validate_only": False, "resources": [{
+            "resource_type": 32, "resource_name": "ag",
+            "configs": [{"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}]})
+        assert altered["responses"][0]["error_code"] == 0
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for n in range(10):
+        p.produce("adm", f"a{n}".encode())
+    p.flush(10)
+
+    def admin(*args) -> list[dict]:
+        return [line for line in share_admin.run(b.bootstrap, "ag", *args) if line["op"] not in ("start", "done")]
+
+    def consume(n: int) -> list[bytes]:
+        c = share_consumer(b.bootstrap, "ag", "adm")
+        try:
+            got = []
+            deadline = time.monotonic() + 30
+            while len(got) < n and time.monotonic() < deadline:
+                got += [m.value() for m in records(c.poll(0.5))]
+            c.commit_sync()
+            return got
+        finally:
+            c.close()
+
+    assert sorted(consume(10)) == sorted(f"a{n}".encode() for n in range(10))
+    assert admin("list") == [{"op": "group", "group_id": "ag", "type": "Share", "state": "Empty"}]
+    assert admin("describe") == [{"op": "described", "group_id": "ag", "state": "Empty", "members": 0}]
+    assert admin("offsets") == [{"op": "offset", "topic": "adm", "partition": 0, "start_offset": 10, "lag": 0}]
+    for n in range(10, 15):
+        p.produce("adm", f"a{n}".encode())
+    p.flush(10)
+    assert admin("offsets") == [{"op": "offset", "topic": "adm", "partition": 0, "start_offset": 10, "lag": 5}]
+    # a member in the group: its offsets stay as they are
+    member = share_consumer(b.bootstrap, "ag", "other-topic-nobody-writes")
+    try:
+        deadline = time.monotonic() + 30
+        while _members(b.port, "ag") != 1:
+            assert time.monotonic() < deadline
+            member.poll(0.2)
+        assert admin("alter", "adm", 0, 3) == [{"op": "error", "error": "GroupNotEmptyException"}]
+    finally:
+        member.close()
+    assert admin("alter", "adm", 0, 3) == [{"op": "altered"}]
+    assert admin("offsets") == [{"op": "offset", "topic": "adm", "partition": 0, "start_offset": 3, "lag": 12}]
+    assert sorted(consume(12)) == sorted(f"a{n}".encode() for n in range(3, 15))
+    assert admin("delete-offsets", "adm") == [{"op": "deleted-offsets"}]
+    assert admin("offsets") == []
+    assert admin("delete-group") == [{"op": "deleted-group"}]
+    assert admin("list") == []

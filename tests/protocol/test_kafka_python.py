@@ -143,7 +143,8 @@ def cross_sample(name: str, version: int, variant: str) -> dict:
 # kafka-clients 4.x speaking them (tests/integration/test_consumer_group_protocol*.py, test_share_groups.py)
 # and by test_roundtrip
 NOT_IN_KAFKA_PYTHON = {"ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "ShareGroupHeartbeat", "ShareGroupDescribe",
-                       "ShareFetch", "ShareAcknowledge"}
+                       "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
+                       "DeleteShareGroupOffsets"}
 CROSS_CASES = [(name, version, variant) for name, version in advertised_versions() for variant in VARIANTS
                if name.removesuffix("Request").removesuffix("Response") not in NOT_IN_KAFKA_PYTHON]
 
