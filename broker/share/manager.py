@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 
 from broker import coordinator_partitions
@@ -27,7 +28,7 @@ from protocol.records import scan_batches
 
 from .coordinator import now_ms
 from .group_configs import parse_duration_ms
-from .partition import InvalidRecordState, SharePartition
+from .partition import AcknowledgeType, InvalidRecordState, SharePartition
 from .persister import SharePersister, ShareKey, Snapshot
 
 log = logging.getLogger("moldau.share")
@@ -56,6 +57,7 @@ class SharePartitionManager:
         self.partitions: dict[ShareKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._changed = asyncio.Event()  # set by appends and releases: parked ShareFetches look again
+        self.acknowledged: Counter = Counter()  # acknowledge type name -> records (a metric)
 
     # ---- sessions ------------------------------------------------------------------
 
@@ -135,6 +137,7 @@ class SharePartitionManager:
         try:
             for batch in batches:
                 sp.acknowledge(member_id, batch["first_offset"], batch["last_offset"], batch["acknowledge_types"])
+                self.acknowledged.update(_type_counts(batch))
         except InvalidRecordState as exc:
             log.debug("share group %s: %s", group_id, exc)
             error = ErrorCode.INVALID_RECORD_STATE
@@ -246,3 +249,10 @@ def _unanswered(written) -> ErrorCode:
         return written
     written.close()
     return ErrorCode.NONE
+
+
+def _type_counts(batch: dict) -> Counter:
+    types, n = batch["acknowledge_types"], batch["last_offset"] - batch["first_offset"] + 1
+    if len(types) == 1:
+        return Counter({AcknowledgeType(types[0]).name.lower(): n})
+    return Counter(AcknowledgeType(t).name.lower() for t in types)

@@ -16,6 +16,9 @@ from confluent_kafka import AcknowledgeType
 
 from helpers.share import SHARE_BROKER, new_topic, records, share_consumer, warm_up
 from helpers.wire import WireClient
+from operations.test_metrics import scrape
+
+from conftest import free_port
 
 
 def _poll_until(c, want, timeout: float, explicit_ack=None) -> list:
@@ -79,7 +82,8 @@ def test_consumers_share_one_partition_and_nothing_is_delivered_twice(start_brok
 
 
 def test_release_redelivers_with_delivery_count_2_and_reject_never_redelivers(start_broker):
-    b = start_broker(SHARE_BROKER)
+    port = free_port()
+    b = start_broker(SHARE_BROKER, {"metrics.port": port})
     new_topic(b.bootstrap, "jobs")
     c = share_consumer(b.bootstrap, "g", "jobs", explicit=True)
     try:
@@ -94,6 +98,14 @@ def test_release_redelivers_with_delivery_count_2_and_reject_never_redelivers(st
             b"release-me": 1, b"reject-me": 1, b"accept-me": 1}
         again = _poll_until(c, lambda got: False, 5, lambda m: AcknowledgeType.ACCEPT)
         assert [(m.value(), m.delivery_count()) for m in again] == [(b"release-me", 2)]
+        metrics = scrape(port)
+        labels = (("partition", "0"), ("sharegroup", "g"), ("topic", "jobs"))
+        assert metrics[("moldau_share_group_backlog", *labels)] == 0
+        assert metrics[("moldau_share_group_records_acquired", *labels)] == 0
+        warm_ups = metrics[("moldau_share_group_acknowledgements_total", ("type", "accept"))] - 2
+        assert metrics[("moldau_share_group_acquisitions_total", *labels)] == warm_ups + 4  # release-me twice
+        assert metrics[("moldau_share_group_acknowledgements_total", ("type", "release"))] == 1
+        assert metrics[("moldau_share_group_acknowledgements_total", ("type", "reject"))] == 1
     finally:
         c.close()
 
