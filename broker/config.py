@@ -155,6 +155,10 @@ SETTINGS: list[Setting] = [
             "Most in-flight records (acquired or awaiting redelivery) per share partition.", between(100, 10000)),
     Setting("share.coordinator.state.topic.num.partitions", int, 50,
             "Partitions of __share_group_state when the broker creates it.", at_least(1)),
+    Setting("share.coordinator.state.topic.replication.factor", int, 3,
+            "Replicas of __share_group_state's partitions (at most the live brokers).", at_least(1)),
+    Setting("share.coordinator.state.topic.min.isr", int, 2, "min.insync.replicas of __share_group_state.",
+            at_least(1)),
     Setting("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets when the broker creates it.",
             at_least(1)),
     Setting("offsets.topic.segment.bytes", int, 104_857_600, "segment.bytes of __consumer_offsets when the broker "

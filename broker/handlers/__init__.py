@@ -43,6 +43,7 @@ from . import (
 from . import consumer_group_describe, consumer_group_heartbeat
 from . import share_acknowledge, share_fetch, share_group_describe, share_group_heartbeat
 from . import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets
+from . import delete_share_group_state, read_share_group_state, write_share_group_state
 from . import (
     delete_groups,
     describe_groups,
@@ -120,6 +121,9 @@ _MODULES = [
     describe_share_group_offsets,
     alter_share_group_offsets,
     delete_share_group_offsets,
+    read_share_group_state,
+    write_share_group_state,
+    delete_share_group_state,
     # transactions
     add_partitions_to_txn,
     add_offsets_to_txn,

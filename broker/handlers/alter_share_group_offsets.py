@@ -3,7 +3,6 @@ there is forgotten. Written to __share_group_state before the answer."""
 
 import uuid
 
-from broker.coordinator_partitions import settled
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP, TOPIC
 from broker.share.persister import ShareKey
@@ -31,8 +30,8 @@ async def handle(broker, request, header) -> dict:
             elif p["start_offset"] < 0:
                 code = ErrorCode.INVALID_REQUEST
             else:
-                code = await settled(broker.share.partitions.alter_start(
-                    ShareKey(group_id, topic.topic_id, p["partition_index"]), p["start_offset"]))
+                code = await broker.share.partitions.alter_start(
+                    ShareKey(group_id, topic.topic_id, p["partition_index"]), p["start_offset"])
             partitions.append({"partition_index": p["partition_index"], "error_code": code, "error_message": None})
         responses.append({"topic_name": name, "topic_id": topic.topic_id if topic else uuid.UUID(int=0),
                           "partitions": partitions})

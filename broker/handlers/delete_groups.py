@@ -15,7 +15,8 @@ async def handle(broker, request, header) -> dict:
     await broker.share.persister.loaded()
     shared = broker.share.groups.group_ids()
     results.update(broker.groups.delete_groups([g for g in allowed if g not in shared]) if allowed else {})
-    results.update({g: broker.share.groups.delete(g) for g in allowed if g in shared})
+    for group_id in [g for g in allowed if g in shared]:
+        results[group_id] = await broker.share.groups.delete(group_id)
     for group_id, error in results.items():  # each answered once its tombstones are committed
         results[group_id] = await settled(broker.groups.committed(group_id, error))
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": e} for g, e in results.items()]}

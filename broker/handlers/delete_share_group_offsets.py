@@ -3,7 +3,6 @@ at share.auto.offset.reset."""
 
 import uuid
 
-from broker.coordinator_partitions import settled
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC
 
@@ -32,7 +31,7 @@ async def handle(broker, request, header) -> dict:
         else:
             code = ErrorCode.NONE
             for key in [k for k in keys if k.topic_id == topic.topic_id]:
-                code = code or await settled(broker.share.partitions.delete_state(key))
+                code = code or await broker.share.partitions.delete_state(key)
         responses.append({"topic_name": name, "topic_id": topic.topic_id if topic else uuid.UUID(int=0),
                           "error_code": code, "error_message": None})
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}

@@ -29,6 +29,10 @@ WHOLE_REQUEST = {
     "EndTxn": [_TXN_WRITE],
     "DescribeClientQuotas": [_cluster("DescribeConfigs")],
     "AlterClientQuotas": [_cluster("AlterConfigs")],
+    # the share coordinator's inter-broker APIs (KIP-932)
+    "ReadShareGroupState": [_cluster("ClusterAction")],
+    "WriteShareGroupState": [_cluster("ClusterAction")],
+    "DeleteShareGroupState": [_cluster("ClusterAction")],
 }
 CHECKED_IN_HANDLER = frozenset({
     "ApiVersions", "SaslHandshake", "SaslAuthenticate", "Metadata", "Produce", "Fetch", "ListOffsets",

@@ -14,7 +14,7 @@ class ShareGroups:
     """What a broker keeps of share groups: ``groups`` (the coordinator's side), ``partitions`` (the leader's)."""
 
     def __init__(self, broker) -> None:
-        self.persister = SharePersister(broker.logs, broker.replicas, broker.config, broker.notify_append)
+        self.persister = SharePersister(broker)
         self.groups = ShareGroupCoordinator(broker)
         self.partitions = SharePartitionManager(broker, self.persister)
         self.configs = GroupConfigs(broker.config)

@@ -180,13 +180,13 @@ class ShareGroupCoordinator:
         group = self.groups.get(group_id)
         return len(group.members) if group is not None else 0
 
-    def delete(self, group_id: str) -> ErrorCode:
+    async def delete(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: only an empty one; its share-partition state goes with it."""
         group = self.groups.get(group_id)
         if group is not None and group.members:
             return ErrorCode.NON_EMPTY_GROUP
         self.groups.pop(group_id, None)
-        error = self.broker.share.partitions.delete_group(group_id)
+        error = await self.broker.share.partitions.delete_group(group_id)
         if error == ErrorCode.NONE:
             self.broker.share.configs.forget(group_id)
         return error

@@ -20,8 +20,6 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
-from broker import coordinator_partitions
-from broker.coordinator_partitions import settled
 from broker.errors import ErrorCode
 from broker.log_read import READ_COMMITTED
 from protocol.records import scan_batches
@@ -29,7 +27,7 @@ from protocol.records import scan_batches
 from .coordinator import now_ms
 from .group_configs import parse_duration_ms
 from .partition import AcknowledgeType, InvalidRecordState, SharePartition
-from .persister import SharePersister, ShareKey, Snapshot
+from .persister import RETRIABLE, SharePersister, ShareKey, Snapshot
 
 log = logging.getLogger("moldau.share")
 
@@ -58,6 +56,9 @@ class SharePartitionManager:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._changed = asyncio.Event()  # set by appends and releases: parked ShareFetches look again
         self.acknowledged: Counter = Counter()  # acknowledge type name -> records (a metric)
+        self._loading: dict[ShareKey, asyncio.Future] = {}
+        self._write_locks: dict[ShareKey, asyncio.Lock] = {}
+        self._writes: set[asyncio.Task] = set()
 
     # ---- sessions ------------------------------------------------------------------
 
@@ -87,13 +88,15 @@ class SharePartitionManager:
         self.sessions.pop((group_id, member_id), None)
         for key, sp in self.partitions.items():
             if key.group_id == group_id and sp.release_member(member_id):
-                _unanswered(self._persist(key, sp))
+                self._persist_later(key, sp)
                 self._changed.set()
 
     # ---- share partitions ----------------------------------------------------------------
 
     async def partition(self, key: ShareKey) -> tuple[SharePartition | None, object, ErrorCode]:
-        """(the share partition, the topic partition's log, NONE) where this broker leads it, else the error."""
+        """(the share partition, the topic partition's log, NONE) where this broker leads it, else the error.
+        Made from its durable state at the first use in each leadership (a leader elected again may have
+        missed what its successors wrote meanwhile)."""
         topic = self.broker.logs.topic_by_id(key.topic_id)
         if topic is None:
             return None, None, ErrorCode.UNKNOWN_TOPIC_ID
@@ -101,20 +104,34 @@ class SharePartitionManager:
         if leader is None:
             return None, None, error
         sp = self.partitions.get(key)
-        if sp is None:
-            await self.persister.loaded()
+        if sp is None or sp.leader_epoch != leader.leader_epoch:
+            loading = self._loading.get(key)
+            if loading is None:
+                loading = self._loading[key] = asyncio.ensure_future(self._load(key, leader))
+                loading.add_done_callback(lambda _: self._loading.pop(key, None))
+            error = await asyncio.shield(loading)
+            if error:
+                return None, None, error
             sp = self.partitions.get(key)
-        if sp is None:
-            sp = SharePartition(self._initial_offset(key.group_id, leader.log),
-                                self.config["group.share.partition.max.record.locks"],
-                                self.config["group.share.delivery.count.limit"])
-            snapshot = self.persister.snapshots.get(key)
-            if snapshot is not None:
-                sp.restore(max(snapshot.start_offset, leader.log.log_start_offset), snapshot.state_batches)
-            self.partitions[key] = sp
+            if sp is None or sp.leader_epoch != leader.leader_epoch:
+                return None, None, ErrorCode.NOT_LEADER_OR_FOLLOWER  # leadership moved while it loaded
         if sp.start < leader.log.log_start_offset:  # retention or DeleteRecords passed the window
             sp.reset(leader.log.log_start_offset)
         return sp, leader.log, ErrorCode.NONE
+
+    async def _load(self, key: ShareKey, leader) -> ErrorCode:
+        error, snapshot = await self.persister.read(key)
+        if error:
+            log.warning("share partition %s not loaded: %s", key.coordinator_key(), error.name)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE if error in RETRIABLE else error
+        sp = SharePartition(self._initial_offset(key.group_id, leader.log),
+                            self.config["group.share.partition.max.record.locks"],
+                            self.config["group.share.delivery.count.limit"])
+        sp.leader_epoch = leader.leader_epoch
+        if snapshot is not None:
+            sp.restore(max(snapshot.start_offset, leader.log.log_start_offset), snapshot.state_batches)
+        self.partitions[key] = sp
+        return ErrorCode.NONE
 
     def _initial_offset(self, group_id: str, log_) -> int:
         """Where a share partition with no durable state starts (the group's share.auto.offset.reset)."""
@@ -126,8 +143,23 @@ class SharePartitionManager:
             return found[0] if found is not None else log_.high_watermark
         return log_.high_watermark
 
-    def _persist(self, key: ShareKey, sp: SharePartition):
-        return self.persister.write(key, Snapshot(sp.start, sp.state_batches()))
+    async def _persist(self, key: ShareKey, sp: SharePartition) -> ErrorCode:
+        """Write the share partition's state as it is when its turn comes: one write per key at a time, so a
+        later state never lands before an earlier one."""
+        lock = self._write_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            return await self.persister.write(key, Snapshot(sp.start, sp.state_batches(), 0, sp.leader_epoch))
+
+    def _persist_later(self, key: ShareKey, sp: SharePartition) -> None:
+        """A write nobody waits on (a lock expiry, a closed session): held until done, failures logged."""
+        task = asyncio.ensure_future(self._persist(key, sp))
+        self._writes.add(task)
+        task.add_done_callback(self._written)
+
+    def _written(self, task: asyncio.Task) -> None:
+        self._writes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("share state write failed", exc_info=task.exception())
 
     async def acknowledge(self, group_id: str, member_id: str, key: ShareKey, batches: list[dict]) -> ErrorCode:
         """Apply a partition's acknowledgement batches and write its new state; NONE once it is committed."""
@@ -141,7 +173,7 @@ class SharePartitionManager:
         except InvalidRecordState as exc:
             log.debug("share group %s: %s", group_id, exc)
             error = ErrorCode.INVALID_RECORD_STATE
-        written = await settled(self._persist(key, sp))
+        written = await self._persist(key, sp)
         self._changed.set()
         return error or written
 
@@ -192,7 +224,7 @@ class SharePartitionManager:
         for key, sp in self.partitions.items():
             deadline = sp.earliest_deadline
             if deadline is not None and deadline <= now and sp.release_expired(now):
-                _unanswered(self._persist(key, sp))
+                self._persist_later(key, sp)
                 self._changed.set()
 
     # ---- the admin's view: start offsets (Describe/Alter/DeleteShareGroupOffsets) -------------
@@ -218,37 +250,28 @@ class SharePartitionManager:
             found[key] = (start, sp.backlog(log_.high_watermark))
         return found
 
-    def alter_start(self, key: ShareKey, start: int) -> coordinator_partitions.Pending:
+    async def alter_start(self, key: ShareKey, start: int) -> ErrorCode:
         """The share partition starts anew at ``start`` (an empty group's AlterShareGroupOffsets)."""
         sp = self.partitions.get(key)
         if sp is not None:
             sp.reset(start)
-        return self.persister.write(key, Snapshot(start, []))
+        return await self.persister.write(key, Snapshot(start, []))
 
-    def delete_state(self, key: ShareKey) -> coordinator_partitions.Pending:
+    async def delete_state(self, key: ShareKey) -> ErrorCode:
         """Forget the share partition: the next fetch starts it at share.auto.offset.reset."""
         self.partitions.pop(key, None)
-        return self.persister.write(key, None)
+        return await self.persister.write(key, None)
 
     # ---- groups ---------------------------------------------------------------------------
 
-    def delete_group(self, group_id: str) -> ErrorCode:
+    async def delete_group(self, group_id: str) -> ErrorCode:
         keys = set(self.persister.of_group(group_id)) | {k for k in self.partitions if k.group_id == group_id}
         error = ErrorCode.NONE
         for key in keys:
-            self.partitions.pop(key, None)
-            error = error or _unanswered(self.persister.write(key, None))
+            error = error or await self.delete_state(key)
         for session in [s for s in self.sessions if s[0] == group_id]:
             del self.sessions[session]
         return error
-
-
-def _unanswered(written) -> ErrorCode:
-    """A write nobody waits on: its append's error, or NONE while its commit (a cluster's acks=all) is pending."""
-    if isinstance(written, ErrorCode):
-        return written
-    written.close()
-    return ErrorCode.NONE
 
 
 def _type_counts(batch: dict) -> Counter:

@@ -65,6 +65,7 @@ class SharePartition:
         self.max_in_flight = max_in_flight
         self.delivery_limit = delivery_limit
         self.acquired_total = 0  # records handed out since this broker loaded the partition (a metric)
+        self.leader_epoch = -1  # of the topic partition's leadership it was loaded in
 
     # ---- the durable part --------------------------------------------------------
 

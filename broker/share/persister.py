@@ -2,12 +2,19 @@
 
 A share partition (group, topic id, partition) lives in partition
 abs(hash("group:topicId:partition")) % share.coordinator.state.topic.num.partitions,
-Kafka's rule. Each write is one ShareSnapshot record in Kafka's format -- key
-version 0 (ShareSnapshotKey), value version 0 (ShareSnapshotValue: start offset and
-the window's state batches) -- appended through the same path as a Produce with
-acks=all, so the latest snapshot per key is what a restart (or the next leader of
-the state partition) replays; a null value is the key's deletion (DeleteGroups).
-The topic is compacted: the live keys are what a replay reads.
+Kafka's rule. The leader of that partition is the key's **share coordinator**: it
+replays the partition when elected (OwnedPartitions, as the group coordinator does)
+and appends each write as one ShareSnapshot record in Kafka's format -- key type 0
+(ShareSnapshotKey), value version 0 (ShareSnapshotValue: leader epoch, start offset,
+the window's state batches) -- through the same acks=all append as a Produce; a
+write is answered once committed. A null value deletes the key (DeleteGroups).
+
+The **share-partition leader** (the topic partition's leader) reads and writes
+through ``read``/``write``: locally when it is also the key's share coordinator
+(always, standalone), else with ReadShareGroupState / WriteShareGroupState to the
+coordinator over the inter-broker channel (DeleteShareGroupState for a deletion). A write carries the leader epoch of the
+topic partition it comes from: one from an older leadership than the last one
+written is FENCED_LEADER_EPOCH, so a deposed leader cannot overwrite its successor.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import uuid
 from typing import NamedTuple
 
 from broker import coordinator_partitions
+from broker.coordinator_partitions import OwnedPartitions
 from broker.errors import ErrorCode
 from broker.internal_topics import open_internal_topic, partition_for
 from broker.record_fields import I16, RecordFormatError
@@ -27,6 +35,10 @@ from protocol.records import BatchHeader, CorruptRecord, build_batch, iter_recor
 
 SHARE_STATE_TOPIC = "__share_group_state"
 SNAPSHOT_KEY = 0  # the record type Kafka's share coordinator gives a ShareSnapshot
+READ_VERSION = WRITE_VERSION = DELETE_VERSION = 0
+RETRY_S = 0.1
+# a coordinator that moves or loads is asked again until this much of request.timeout.ms has passed
+RETRIABLE = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 
 log = logging.getLogger("moldau.share")
 
@@ -44,6 +56,7 @@ class Snapshot(NamedTuple):
     start_offset: int
     state_batches: list[dict]
     state_epoch: int = 0
+    leader_epoch: int = -1
 
 
 def encode_key(key: ShareKey) -> bytes:
@@ -53,7 +66,7 @@ def encode_key(key: ShareKey) -> bytes:
 
 def encode_value(snapshot: Snapshot, snapshot_epoch: int) -> bytes:
     return I16.pack(0) + codec.encode_bytes("ShareSnapshotValue", 0, {
-        "snapshot_epoch": snapshot_epoch, "state_epoch": snapshot.state_epoch, "leader_epoch": -1,
+        "snapshot_epoch": snapshot_epoch, "state_epoch": snapshot.state_epoch, "leader_epoch": snapshot.leader_epoch,
         "start_offset": snapshot.start_offset, "state_batches": snapshot.state_batches})
 
 
@@ -69,73 +82,99 @@ def decode(key: bytes, value: bytes | None) -> tuple[ShareKey, Snapshot | None] 
         v = codec.decode("ShareSnapshotValue", 0, value, 2)[0]
     except (codec.DecodeError, ValueError, IndexError) as exc:
         raise RecordFormatError(str(exc)) from exc
-    return share_key, Snapshot(v["start_offset"], v["state_batches"], v["state_epoch"])
+    return share_key, Snapshot(v["start_offset"], v["state_batches"], v["state_epoch"], v["leader_epoch"])
 
 
 class SharePersister:
-    def __init__(self, logs, replicas, config, notify_append) -> None:
-        self.logs, self.replicas, self.config, self.notify_append = logs, replicas, config, notify_append
-        self.num_partitions = config["share.coordinator.state.topic.num.partitions"]
-        self.snapshots: dict[ShareKey, Snapshot] = {}
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.logs, self.replicas, self.config = broker.logs, broker.replicas, broker.config
+        self.num_partitions = self.config["share.coordinator.state.topic.num.partitions"]
+        self.owned = OwnedPartitions(SHARE_STATE_TOPIC)
+        self.snapshots: dict[ShareKey, Snapshot] = {}  # the keys of the partitions coordinated here
         self._epochs: dict[ShareKey, int] = {}
-        self._loading: asyncio.Future | None = None
+        self._channel = None
 
     def partition_for(self, key: ShareKey) -> int:
         return partition_for(key.coordinator_key(), self.num_partitions)
 
+    # ---- the share coordinator's side --------------------------------------------------
+
+    async def ready(self) -> bool:
+        """The state topic exists (made on first need, as Kafka does); its partitions are being loaded."""
+        if self.logs.topic(SHARE_STATE_TOPIC) is None:
+            if self.config["etcd.connect"]:
+                if not await self.broker.store.ensure_internal_topic(SHARE_STATE_TOPIC):
+                    return False
+            else:  # standalone: this broker leads every partition of it
+                topic = open_internal_topic(self.logs, SHARE_STATE_TOPIC, self.num_partitions,
+                                            self.config["offsets.topic.segment.bytes"], self.config)
+                for p in range(topic.num_partitions):
+                    self.broker.leadership_changed(SHARE_STATE_TOPIC, p, True, 0)
+        self.num_partitions = self.logs.topic(SHARE_STATE_TOPIC).num_partitions
+        return True
+
     async def loaded(self) -> None:
-        """Replay the state topic once, at the first share request after a start."""
-        if self._loading is None:
-            self._loading = asyncio.ensure_future(self._load())
-        await asyncio.shield(self._loading)
+        """Once the partitions this broker coordinates are loaded (the admin's and DeleteGroups' view)."""
+        if await self.ready():
+            await self.owned.loaded()
 
-    async def _load(self) -> None:
-        open_internal_topic(self.logs, SHARE_STATE_TOPIC, self.num_partitions,
-                            self.config["offsets.topic.segment.bytes"], self.config)
-        topic = self.logs.topic(SHARE_STATE_TOPIC)
-        if topic is None:
-            return
-        self.num_partitions = topic.num_partitions
-        for partition in range(topic.num_partitions):
-            log_ = self.logs.log(SHARE_STATE_TOPIC, partition)
-            if log_ is not None:
-                await coordinator_partitions.replay(log_, self._feed)
-        log.info("loaded the share state of %d share partitions", len(self.snapshots))
+    def on_election(self, partition: int, epoch: int) -> None:
+        self.owned.elect(partition, epoch, self._load)
 
-    def _feed(self, hdr: BatchHeader, data: bytes) -> None:
-        if hdr.is_control:
-            return
-        try:
-            for record in iter_records(data):
-                found = decode(record.key, record.value) if record.key is not None else None
-                if found is None:
-                    continue
-                key, snapshot = found
-                if snapshot is None:
-                    self.snapshots.pop(key, None)
-                else:
-                    self.snapshots[key] = snapshot
-        except (CorruptRecord, RecordFormatError) as exc:
-            log.warning("%s: skipped an unreadable batch at offset %d (%s)", SHARE_STATE_TOPIC, hdr.base_offset, exc)
+    def on_resignation(self, partition: int) -> None:
+        if self.owned.resign(partition):
+            for key in [k for k in self.snapshots if self.partition_for(k) == partition]:
+                del self.snapshots[key]
 
-    def groups(self) -> set[str]:
-        return {key.group_id for key in self.snapshots}
+    async def _load(self, partition: int) -> None:
+        log_ = self.logs.log(SHARE_STATE_TOPIC, partition)
+        found: dict[ShareKey, Snapshot] = {}
 
-    def of_group(self, group_id: str) -> dict[ShareKey, Snapshot]:
-        return {k: s for k, s in self.snapshots.items() if k.group_id == group_id}
+        def feed(hdr: BatchHeader, data: bytes) -> None:
+            if hdr.is_control:
+                return
+            try:
+                for record in iter_records(data):
+                    decoded = decode(record.key, record.value) if record.key is not None else None
+                    if decoded is None:
+                        continue
+                    key, snapshot = decoded
+                    if snapshot is None:
+                        found.pop(key, None)
+                    else:
+                        found[key] = snapshot
+            except (CorruptRecord, RecordFormatError) as exc:
+                log.warning("%s-%d: skipped an unreadable batch at offset %d (%s)", SHARE_STATE_TOPIC, partition,
+                            hdr.base_offset, exc)
 
-    def write(self, key: ShareKey, snapshot: Snapshot | None) -> coordinator_partitions.Pending:
-        """Append the share partition's snapshot (None: its deletion); NONE once committed, else why not."""
+        await coordinator_partitions.replay(log_, feed)
+        self.snapshots.update(found)
+        if found:
+            log.info("loaded the share state of %d share partitions from %s-%d", len(found), SHARE_STATE_TOPIC,
+                     partition)
+
+    def read_local(self, key: ShareKey) -> tuple[ErrorCode, Snapshot | None]:
+        error = self.owned.error(self.partition_for(key))
+        return (error, None) if error else (ErrorCode.NONE, self.snapshots.get(key))
+
+    def write_local(self, key: ShareKey, snapshot: Snapshot | None) -> coordinator_partitions.Pending:
+        """Append the key's snapshot (None: its deletion) as its share coordinator; NONE once committed."""
+        partition = self.partition_for(key)
+        if error := self.owned.error(partition):
+            return error
+        known = self.snapshots.get(key)
+        if (snapshot is not None and known is not None and 0 <= snapshot.leader_epoch < known.leader_epoch):
+            return ErrorCode.FENCED_LEADER_EPOCH
         epoch = self._epochs[key] = self._epochs.get(key, 0) + 1
         value = None if snapshot is None else encode_value(snapshot, epoch)
-        partition = self.partition_for(key)
         buf = bytearray(build_batch([(encode_key(key), value)]))
         error, _ = coordinator_partitions.append(self.replicas, SHARE_STATE_TOPIC, partition, buf,
-                                                 _now_ms(), -1)
+                                                 int(time.time() * 1000), -1)
         if error != ErrorCode.NONE:
             log.warning("share state of %s not written: %s", key.coordinator_key(), error.name)
             return coordinator_partitions.client_error(error)
-        self.notify_append(SHARE_STATE_TOPIC, partition)
+        self.broker.notify_append(SHARE_STATE_TOPIC, partition)
         if snapshot is None:
             self.snapshots.pop(key, None)
         else:
@@ -143,6 +182,75 @@ class SharePersister:
         return coordinator_partitions.committed(self.replicas, SHARE_STATE_TOPIC, partition,
                                                 self.config["offsets.commit.timeout.ms"])
 
+    def groups(self) -> set[str]:
+        return {key.group_id for key in self.snapshots}
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+    def of_group(self, group_id: str) -> dict[ShareKey, Snapshot]:
+        return {k: s for k, s in self.snapshots.items() if k.group_id == group_id}
+
+    # ---- the share-partition leader's side -------------------------------------------------
+
+    async def read(self, key: ShareKey) -> tuple[ErrorCode, Snapshot | None]:
+        """The key's durable state (None: none yet), from its share coordinator wherever it is."""
+        return await self._ask(key, lambda: self.read_local(key), lambda node: self._read_remote(node, key))
+
+    async def write(self, key: ShareKey, snapshot: Snapshot | None) -> ErrorCode:
+        """Write the key's state at its share coordinator; NONE once it is committed there."""
+
+        async def local():
+            return await coordinator_partitions.settled(self.write_local(key, snapshot)), None
+
+        return (await self._ask(key, local, lambda node: self._write_remote(node, key, snapshot)))[0]
+
+    async def _ask(self, key: ShareKey, local, remote) -> tuple[ErrorCode, Snapshot | None]:
+        deadline = time.monotonic() + self.config["request.timeout.ms"] / 1000
+        while True:
+            if not await self.ready():
+                error, found = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+            else:
+                leader = self.broker.partition_leader(SHARE_STATE_TOPIC, self.partition_for(key))
+                if leader == self.broker.node_id:
+                    answer = local()
+                    error, found = await answer if asyncio.iscoroutine(answer) else answer
+                elif leader is None or leader < 0:
+                    error, found = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+                else:
+                    try:
+                        error, found = await remote(leader)
+                    except (OSError, asyncio.TimeoutError) as exc:
+                        log.debug("share coordinator %d unreachable: %s", leader, exc)
+                        error, found = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+            if error not in RETRIABLE or time.monotonic() >= deadline:
+                return error, found
+            await asyncio.sleep(RETRY_S)
+
+    def _channel_(self):
+        if self._channel is None:
+            from broker.cluster.channel import InterBrokerChannel  # (the cluster package imports the broker's)
+
+            self._channel = InterBrokerChannel(self.broker, f"broker-{self.broker.node_id}-share-persister")
+        return self._channel
+
+    async def _read_remote(self, node: int, key: ShareKey) -> tuple[ErrorCode, Snapshot | None]:
+        response = await self._channel_().send(node, "ReadShareGroupState", READ_VERSION, {
+            "group_id": key.group_id,
+            "topics": [{"topic_id": key.topic_id, "partitions": [{"partition": key.partition, "leader_epoch": -1}]}]})
+        p = response["results"][0]["partitions"][0]
+        if p["error_code"]:
+            return ErrorCode(p["error_code"]), None
+        if p["start_offset"] < 0:
+            return ErrorCode.NONE, None
+        return ErrorCode.NONE, Snapshot(p["start_offset"], p["state_batches"], p["state_epoch"])
+
+    async def _write_remote(self, node: int, key: ShareKey, snapshot: Snapshot | None) -> tuple[ErrorCode, None]:
+        topics = [{"topic_id": key.topic_id, "partitions": [{"partition": key.partition}]}]
+        if snapshot is None:
+            response = await self._channel_().send(node, "DeleteShareGroupState", DELETE_VERSION,
+                                                   {"group_id": key.group_id, "topics": topics})
+        else:
+            topics[0]["partitions"][0].update(
+                state_epoch=snapshot.state_epoch, leader_epoch=snapshot.leader_epoch,
+                start_offset=snapshot.start_offset, state_batches=snapshot.state_batches)
+            response = await self._channel_().send(node, "WriteShareGroupState", WRITE_VERSION,
+                                                   {"group_id": key.group_id, "topics": topics})
+        return ErrorCode(response["results"][0]["partitions"][0]["error_code"]), None

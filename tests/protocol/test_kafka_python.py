@@ -144,7 +144,8 @@ def cross_sample(name: str, version: int, variant: str) -> dict:
 # and by test_roundtrip
 NOT_IN_KAFKA_PYTHON = {"ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "ShareGroupHeartbeat", "ShareGroupDescribe",
                        "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
-                       "DeleteShareGroupOffsets"}
+                       "DeleteShareGroupOffsets", "ReadShareGroupState", "WriteShareGroupState",
+                       "DeleteShareGroupState"}
 CROSS_CASES = [(name, version, variant) for name, version in advertised_versions() for variant in VARIANTS
                if name.removesuffix("Request").removesuffix("Response") not in NOT_IN_KAFKA_PYTHON]
 
