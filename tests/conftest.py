@@ -374,6 +374,7 @@ HEAVY = (
     "tests/reliability/test_damaged_files.py",
     "tests/cluster/test_coordinator_failover.py",
     "tests/cluster/test_consumer_group_failover.py",
+    "tests/cluster/test_share_group_failover.py",
 )
 # The next longest (15-40 s each), started right after: started last, one of them would keep a worker
 # busy long after the others ran out of tests.
