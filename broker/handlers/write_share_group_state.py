@@ -9,13 +9,17 @@ VERSIONS = (0, 0)
 
 
 async def handle(broker, request, header) -> dict:
+    return await each_partition(request, lambda key, p: broker.share.persister.write_local(
+        key, Snapshot(p["start_offset"], p["state_batches"], p["state_epoch"], p["leader_epoch"])))
+
+
+async def each_partition(request, write) -> dict:
+    """The results of ``write(key, partition)`` (a Pending error) for each partition the request names."""
     results = []
     for topic in request["topics"]:
         partitions = []
         for p in topic["partitions"]:
-            key = ShareKey(request["group_id"], topic["topic_id"], p["partition"])
-            snapshot = Snapshot(p["start_offset"], p["state_batches"], p["state_epoch"], p["leader_epoch"])
-            error = await settled(broker.share.persister.write_local(key, snapshot))
+            error = await settled(write(ShareKey(request["group_id"], topic["topic_id"], p["partition"]), p))
             partitions.append({"partition": p["partition"], "error_code": error, "error_message": None})
         results.append({"topic_id": topic["topic_id"], "partitions": partitions})
     return {"results": results}

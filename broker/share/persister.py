@@ -164,6 +164,8 @@ class SharePersister:
         if error := self.owned.error(partition):
             return error
         known = self.snapshots.get(key)
+        if snapshot is None and known is None:
+            return ErrorCode.NONE  # nothing to delete
         if (snapshot is not None and known is not None and 0 <= snapshot.leader_epoch < known.leader_epoch):
             return ErrorCode.FENCED_LEADER_EPOCH
         epoch = self._epochs[key] = self._epochs.get(key, 0) + 1
