@@ -18,8 +18,7 @@ async def handle(broker, request, header) -> dict:
     if error:
         return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": []}
     await broker.share.persister.loaded()
-    keys = set(broker.share.persister.of_group(group_id)) | {
-        k for k in broker.share.partitions.partitions if k.group_id == group_id}
+    keys = await broker.share.partitions.group_state(group_id)
     responses = []
     for wanted in request["topics"]:
         name = wanted["topic_name"]

@@ -10,10 +10,10 @@ VERSIONS = (0, 1)
 
 async def handle(broker, request, header) -> dict:
     await broker.share.persister.loaded()
-    return {"throttle_time_ms": 0, "groups": [_group(broker, header, g) for g in request["groups"]]}
+    return {"throttle_time_ms": 0, "groups": [await _group(broker, header, g) for g in request["groups"]]}
 
 
-def _group(broker, header, wanted: dict) -> dict:
+async def _group(broker, header, wanted: dict) -> dict:
     group_id = wanted["group_id"]
     answer = {"group_id": group_id, "topics": [], "error_code": 0, "error_message": None}
     if not broker.authorizer.authorize(header, "Describe", GROUP, group_id):
@@ -25,7 +25,7 @@ def _group(broker, header, wanted: dict) -> dict:
     if group_id in broker.groups.groups:
         answer["error_code"], answer["error_message"] = ErrorCode.GROUP_ID_NOT_FOUND, f"{group_id} is not a share group"
         return answer
-    offsets = broker.share.partitions.start_offsets(group_id)
+    offsets = await broker.share.partitions.start_offsets(group_id)
     by_topic: dict[str, dict] = {}
     for key, (start, lag) in offsets.items():
         topic = broker.logs.topic_by_id(key.topic_id)

@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from broker.errors import ErrorCode
+from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
 from broker.log_read import READ_COMMITTED
 from protocol.records import scan_batches
 
@@ -229,25 +230,27 @@ class SharePartitionManager:
 
     # ---- the admin's view: start offsets (Describe/Alter/DeleteShareGroupOffsets) -------------
 
-    def start_offsets(self, group_id: str) -> dict[ShareKey, tuple[int, int]]:
-        """Each share partition of the group with state: (start offset, lag = records not yet done, -1 unknown)."""
+    async def group_state(self, group_id: str) -> dict[ShareKey, SharePartition]:
+        """Every share partition of the group that has state: the live one where this broker leads the topic
+        partition, else one made from its durable state at its share coordinator."""
+        candidates = [ShareKey(group_id, t.topic_id, p) for t in self.broker.logs.topics.values()
+                      if t.name not in INTERNAL_TOPIC_SETTINGS for p in range(t.num_partitions)]
         found = {}
-        for key, snapshot in self.persister.of_group(group_id).items():
-            found[key] = (snapshot.start_offset, -1)
-        for key, sp in self.partitions.items():
-            if key.group_id == group_id:
-                found[key] = (sp.start, -1)
-        for key, (start, _) in list(found.items()):
+        for key, snapshot in (await self.persister.read_group(group_id, candidates)).items():
+            sp = found[key] = SharePartition(snapshot.start_offset, self.config["group.share.partition.max.record.locks"],
+                                             self.config["group.share.delivery.count.limit"])
+            sp.restore(snapshot.start_offset, snapshot.state_batches)
+        found.update((k, sp) for k, sp in self.partitions.items() if k.group_id == group_id)
+        return found
+
+    async def start_offsets(self, group_id: str) -> dict[ShareKey, tuple[int, int]]:
+        """Each share partition of the group with state: (start offset, lag = records not yet done; -1 where
+        this broker has no replica of the topic partition to count them)."""
+        found = {}
+        for key, sp in (await self.group_state(group_id)).items():
             topic = self.broker.logs.topic_by_id(key.topic_id)
             log_ = self.broker.logs.log(topic.name, key.partition) if topic is not None else None
-            if log_ is None:
-                continue
-            sp = self.partitions.get(key)
-            if sp is None:
-                sp = SharePartition(start, self.config["group.share.partition.max.record.locks"],
-                                    self.config["group.share.delivery.count.limit"])
-                sp.restore(start, self.persister.snapshots[key].state_batches)
-            found[key] = (start, sp.backlog(log_.high_watermark))
+            found[key] = (sp.start, sp.backlog(log_.high_watermark) if log_ is not None else -1)
         return found
 
     async def alter_start(self, key: ShareKey, start: int) -> ErrorCode:
@@ -265,7 +268,7 @@ class SharePartitionManager:
     # ---- groups ---------------------------------------------------------------------------
 
     async def delete_group(self, group_id: str) -> ErrorCode:
-        keys = set(self.persister.of_group(group_id)) | {k for k in self.partitions if k.group_id == group_id}
+        keys = await self.group_state(group_id)
         error = ErrorCode.NONE
         for key in keys:
             error = error or await self.delete_state(key)

@@ -187,9 +187,6 @@ class SharePersister:
     def groups(self) -> set[str]:
         return {key.group_id for key in self.snapshots}
 
-    def of_group(self, group_id: str) -> dict[ShareKey, Snapshot]:
-        return {k: s for k, s in self.snapshots.items() if k.group_id == group_id}
-
     # ---- the share-partition leader's side -------------------------------------------------
 
     async def read(self, key: ShareKey) -> tuple[ErrorCode, Snapshot | None]:
@@ -203,6 +200,38 @@ class SharePersister:
             return await coordinator_partitions.settled(self.write_local(key, snapshot)), None
 
         return (await self._ask(key, local, lambda node: self._write_remote(node, key, snapshot)))[0]
+
+    async def read_group(self, group_id: str, keys: list[ShareKey]) -> dict[ShareKey, Snapshot]:
+        """The durable state of those of ``keys`` (all of ``group_id``) that have one, asked of each share
+        coordinator at once (the group coordinator's admin view; Kafka's ReadShareGroupStateSummary).
+        A coordinator that cannot answer now leaves its keys out."""
+        if not await self.ready():
+            return {}
+        by_node: dict[int, list[ShareKey]] = {}
+        for key in keys:
+            leader = self.broker.partition_leader(SHARE_STATE_TOPIC, self.partition_for(key))
+            if leader is not None and leader >= 0:
+                by_node.setdefault(leader, []).append(key)
+        found = {}
+        for node, node_keys in by_node.items():
+            if node == self.broker.node_id:
+                found.update((k, s) for k, s in ((k, self.read_local(k)[1]) for k in node_keys) if s is not None)
+                continue
+            by_topic: dict[uuid.UUID, list[dict]] = {}
+            for key in node_keys:
+                by_topic.setdefault(key.topic_id, []).append({"partition": key.partition, "leader_epoch": -1})
+            try:
+                response = await self._channel_().send(node, "ReadShareGroupState", READ_VERSION, {
+                    "group_id": group_id, "topics": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()]})
+            except (OSError, asyncio.TimeoutError) as exc:
+                log.warning("share coordinator %d unreachable for group %s: %s", node, group_id, exc)
+                continue
+            for result in response["results"]:
+                for p in result["partitions"]:
+                    if not p["error_code"] and p["start_offset"] >= 0:
+                        found[ShareKey(group_id, result["topic_id"], p["partition"])] = Snapshot(
+                            p["start_offset"], p["state_batches"], p["state_epoch"])
+        return found
 
     async def _ask(self, key: ShareKey, local, remote) -> tuple[ErrorCode, Snapshot | None]:
         deadline = time.monotonic() + self.config["request.timeout.ms"] / 1000

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer
 
 from broker.internal_topics import partition_for
-from helpers.cluster import start_cluster  # noqa: F401 (fixture)
+from helpers.cluster import CLUSTER_DEFAULTS, start_cluster  # noqa: F401 (fixture)
 from helpers.share import records, share_consumer, warm_up
 from helpers.wire import WireClient
 
@@ -94,3 +94,18 @@ def test_share_group_state_survives_coordinator_and_leader_kills(start_cluster):
     cluster.wait_for_leader("sq", 0, not_in=(leader,), timeout=60)
     got = _consume(cluster.bootstrap, third, 90)
     assert sorted(got) == sorted(third), "nothing acknowledged before the kill comes again"
+
+    # the group coordinator's admin view gathers the state from the share coordinator, wherever it is
+    offsets_partitions = CLUSTER_DEFAULTS["offsets.topic.num.partitions"]
+    coordinator = cluster.leader("__consumer_offsets", partition_for("sg", offsets_partitions))
+    with WireClient(cluster.brokers[coordinator].port) as w:
+        def offsets():
+            answer = w.request("DescribeShareGroupOffsets", 1, {"groups": [{"group_id": "sg", "topics": None}]})
+            return [(t["topic_name"], p["partition_index"], p["start_offset"], p["lag"])
+                    for t in answer["groups"][0]["topics"] for p in t["partitions"]]
+
+        (topic, index, start, lag), = offsets()
+        assert (topic, index, lag) == ("sq", 0, 0) and start > 60  # warm-ups, then 60 records, all done
+        deleted = w.request("DeleteGroups", 2, {"groups_names": ["sg"]})
+        assert [r["error_code"] for r in deleted["results"]] == [0]
+        assert offsets() == []
