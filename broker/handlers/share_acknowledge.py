@@ -35,8 +35,8 @@ async def handle(broker, request, header):
                        else {"leader_id": -1, "leader_epoch": -1}, "_topic_id": tp[0]}
     if epoch == FINAL_EPOCH:
         manager.close_session(group_id, member_id)
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": response_topics(results),
-            "node_endpoints": []}
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "node_endpoints": node_endpoints(broker, header, results), "responses": response_topics(results)}
 
 
 async def acknowledge_all(broker, header, group_id: str, member_id: str, acks: dict) -> dict:
@@ -57,6 +57,13 @@ def leader_of(broker, tp) -> dict:
     if state is None:
         return {"leader_id": -1, "leader_epoch": -1}
     return {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
+
+
+def node_endpoints(broker, header, results: dict) -> list[dict]:
+    """The endpoints of the leaders named in NOT_LEADER_OR_FOLLOWER answers, so the client goes there at once."""
+    leaders = {e["current_leader"]["leader_id"] for e in results.values()
+               if e["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER}
+    return [b for b in broker.brokers(header) if b["node_id"] in leaders]
 
 
 def response_topics(results: dict) -> list[dict]:

@@ -12,7 +12,7 @@ from broker.security.authorizer import GROUP, TOPIC
 from broker.share.manager import FINAL_EPOCH, INITIAL_EPOCH, SessionError
 from broker.share.persister import ShareKey
 
-from .share_acknowledge import acknowledge_all, leader_of, response_topics
+from .share_acknowledge import acknowledge_all, leader_of, node_endpoints, response_topics
 
 API = "ShareFetch"
 VERSIONS = (1, 1)
@@ -22,9 +22,9 @@ DEFAULT_MAX_RECORDS = 500  # a request that names no positive MaxRecords
 
 async def handle(broker, request, header):
     group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
-    lock_ms = broker.config["group.share.record.lock.duration.ms"]
     if not group_id or not member_id:
-        return _error(ErrorCode.INVALID_REQUEST, lock_ms, "GroupId and MemberId are required")
+        return _error(ErrorCode.INVALID_REQUEST, 0, "GroupId and MemberId are required")
+    lock_ms = broker.share.group_config(group_id, "share.record.lock.duration.ms")
     if not broker.authorizer.authorize(header, "Read", GROUP, group_id):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED, lock_ms)
     acks = {(t["topic_id"], p["partition_index"]): p["acknowledgement_batches"]
@@ -41,7 +41,7 @@ async def handle(broker, request, header):
         results[tp] = _partition(tp, acknowledge_error_code=error)
     if epoch == FINAL_EPOCH:
         manager.close_session(group_id, member_id)
-        return _response(broker, results, lock_ms)
+        return _response(broker, header, results, lock_ms)
     for t in request["topics"]:
         for p in t["partitions"]:
             session.partitions[(t["topic_id"], p["partition_index"])] = None
@@ -55,7 +55,7 @@ async def handle(broker, request, header):
         await manager.wait_for_change(request["max_wait_ms"] / 1000)
         if (group_id, member_id) in manager.sessions:
             await _acquire(broker, header, group_id, member_id, session, max_records, max_bytes, results)
-    return _response(broker, results, lock_ms)
+    return _response(broker, header, results, lock_ms)
 
 
 async def _acquire(broker, header, group_id, member_id, session, max_records, max_bytes, results) -> int:
@@ -88,9 +88,9 @@ def _partition(tp, error_code=ErrorCode.NONE, acknowledge_error_code=ErrorCode.N
             "_topic_id": tp[0]}
 
 
-def _response(broker, results: dict, lock_ms: int) -> dict:
+def _response(broker, header, results: dict, lock_ms: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "acquisition_lock_timeout_ms": lock_ms,
-            "responses": response_topics(results), "node_endpoints": []}
+            "node_endpoints": node_endpoints(broker, header, results), "responses": response_topics(results)}
 
 
 def _error(error: ErrorCode, lock_ms: int, message: str | None = None) -> dict:

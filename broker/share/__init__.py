@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from .coordinator import ShareGroupCoordinator, now_ms
 from .group_configs import GroupConfigs
 from .manager import SWEEP_INTERVAL_S, SharePartitionManager
 from .persister import SharePersister
+
+log = logging.getLogger("moldau.share")
 
 
 class ShareGroups:
@@ -29,5 +32,8 @@ class ShareGroups:
         while True:
             await asyncio.sleep(SWEEP_INTERVAL_S)
             now = now_ms()
-            self.groups.expire_members(now)
-            self.partitions.expire_locks(now)
+            try:
+                self.groups.expire_members(now)
+                self.partitions.expire_locks(now)
+            except Exception:  # one bad round must not end the timers (until the supervisor restarts them)
+                log.exception("share group timers")

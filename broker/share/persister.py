@@ -120,6 +120,7 @@ class SharePersister:
             await self.owned.loaded()
 
     def on_election(self, partition: int, epoch: int) -> None:
+        self.num_partitions = self.logs.topic(SHARE_STATE_TOPIC).num_partitions
         self.owned.elect(partition, epoch, self._load)
 
     def on_resignation(self, partition: int) -> None:

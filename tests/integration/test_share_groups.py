@@ -165,6 +165,9 @@ def test_acknowledged_records_stay_done_after_kill_9(start_broker):
         b.kill()
         c.close()
     b.restart()
+    with WireClient(b.port) as w:  # the group is known from its durable state before any member is back
+        listed = w.request("ListGroups", 5, {"states_filter": [], "types_filter": ["share"]})["groups"]
+    assert [(g["group_id"], g["group_state"]) for g in listed] == [("g", "Empty")]
     after = share_consumer(b.bootstrap, "g", "durable")
     try:
         redelivered = _poll_until(after, lambda got: len(got) >= 10, 45)
