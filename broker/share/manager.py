@@ -24,6 +24,7 @@ from broker.errors import ErrorCode
 from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
 from broker.log_read import READ_COMMITTED
 from protocol.records import scan_batches
+from storage.errors import OffsetOutOfRange
 
 from .coordinator import now_ms
 from .group_configs import parse_duration_ms
@@ -190,11 +191,16 @@ class SharePartitionManager:
         if start is None:
             return ErrorCode.NONE, b"", []
         aborted = None
-        if read_committed:
-            data, txns = log_.read_committed(start, max_bytes, True)
-            aborted = [(txn.producer_id, txn.first_offset) for txn in txns]
-        else:
-            data = log_.read(start, max_bytes, end, min_one=True)
+        try:
+            if read_committed:
+                data, txns = log_.read_committed(start, max_bytes, True)
+                aborted = [(txn.producer_id, txn.first_offset) for txn in txns]
+            else:
+                data = log_.read(start, max_bytes, end, min_one=True)
+        except OffsetOutOfRange:  # the log was cut below the window (a new leader's truncation)
+            log.warning("share partition %s: offset %d is past the log's end %d", key.coordinator_key(), start,
+                        log_.log_end_offset)
+            return ErrorCode.NONE, b"", []
         headers = [(pos, hdr) for pos, hdr in scan_batches(data)]
         deadline = now_ms() + self.broker.share.group_config(group_id, "share.record.lock.duration.ms")
         acquired = sp.acquire([hdr for _, hdr in headers], end, member_id, deadline, max_records, aborted)

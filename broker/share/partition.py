@@ -98,7 +98,7 @@ class SharePartition:
     def first_to_read(self, end: int) -> int | None:
         """Where the next acquisition reads from: the first AVAILABLE offset in the window, else the
         window's end if the log has records there (below ``end``) and the window has room."""
-        available = [o for o, r in self.records.items() if r.state == RecordState.AVAILABLE]
+        available = [o for o, r in self.records.items() if r.state == RecordState.AVAILABLE and o < end]
         if available:
             return min(available)
         if self.next_offset < end and self.next_offset - self.start < self.max_in_flight:
@@ -155,9 +155,9 @@ class SharePartition:
     def acknowledge(self, member_id: str, first: int, last: int, types: list[int]) -> None:
         """Apply one acknowledgement batch: one type for the whole range, or one per offset. All or none:
         raises InvalidRecordState if any offset is not acquired by ``member_id``."""
-        if last < first or len(types) not in (1, last - first + 1) or any(t not in AcknowledgeType._value2member_map_
-                                                                          for t in types):
-            raise InvalidRecordState(f"bad acknowledgement batch {first}-{last}")
+        if (first < self.start or last >= self.next_offset or last < first or len(types) not in (1, last - first + 1)
+                or any(t not in AcknowledgeType._value2member_map_ for t in types)):
+            raise InvalidRecordState(f"acknowledgement batch {first}-{last} outside the in-flight records or malformed")
         for offset in range(first, last + 1):
             record = self.records.get(offset)
             if record is None or record.state != RecordState.ACQUIRED or record.member_id != member_id:

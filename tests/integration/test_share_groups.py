@@ -217,3 +217,40 @@ def test_read_committed_share_group_never_sees_aborted_or_open_transactions(star
         assert [m.value() for m in later] == [b"open-until-later"]
     finally:
         c.close()
+
+
+def test_bad_share_requests_get_error_codes(start_broker):
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "bad")
+    with WireClient(b.port) as w:
+        topic_id = w.request("Metadata", 12, {"topics": [{"topic_id": None, "name": "bad"}],
+                                              "allow_auto_topic_creation": False,
+                                              "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+        beat = w.request("ShareGroupHeartbeat", 1, {"group_id": "bg", "member_id": "", "member_epoch": 0,
+                                                    "rack_id": None, "subscribed_topic_names": ["bad"]})
+        assert beat["error_code"] == 42  # INVALID_REQUEST: a member id is the client's own
+        beat = w.request("ShareGroupHeartbeat", 1, {"group_id": "bg", "member_id": "m" * 20, "member_epoch": 3,
+                                                    "rack_id": None, "subscribed_topic_names": None})
+        assert beat["error_code"] == 25  # UNKNOWN_MEMBER_ID
+
+        def fetch(epoch: int, acks: list[dict]) -> dict:
+            return w.request("ShareFetch", 1, {
+                "group_id": "bg", "member_id": "m" * 20, "share_session_epoch": epoch, "max_wait_ms": 0,
+                "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+                "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0,
+                                                                   "acknowledgement_batches": acks}]}],
+                "forgotten_topics_data": []})
+
+        huge = [{"first_offset": 0, "last_offset": 2**62, "acknowledge_types": [1]}]
+        assert fetch(3, [])["error_code"] == 122  # SHARE_SESSION_NOT_FOUND
+        assert fetch(0, huge)["error_code"] == 42  # a new session carries no acknowledgements
+        assert fetch(0, [])["error_code"] == 0
+        assert fetch(5, [])["error_code"] == 123  # INVALID_SHARE_SESSION_EPOCH: 1 is next
+        answer = fetch(1, huge)
+        assert answer["error_code"] == 0
+        assert answer["responses"][0]["partitions"][0]["acknowledge_error_code"] == 121  # INVALID_RECORD_STATE
+        ack = w.request("ShareAcknowledge", 1, {"group_id": "bg", "member_id": "m" * 20, "share_session_epoch": 0,
+                                                "topics": []})
+        assert ack["error_code"] == 42
+        assert w.request("ApiVersions", 3, {"client_software_name": "t", "client_software_version": "1"})[
+            "error_code"] == 0  # still serving

@@ -45,6 +45,8 @@ def test_an_acknowledgement_of_what_the_member_does_not_hold_changes_nothing():
         sp.acknowledge("m1", 1, 3, [ACCEPT])  # offset 3 was never acquired
     with pytest.raises(InvalidRecordState):
         sp.acknowledge("m1", 0, 2, [ACCEPT, ACCEPT])  # one type per offset or one for all
+    with pytest.raises(InvalidRecordState):
+        sp.acknowledge("m1", 0, 2**62, [ACCEPT])  # refused at once, not walked
     assert all(r.state == RecordState.ACQUIRED for r in sp.records.values())
 
 
