@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 import re
+import re._constants as re_constants  # the parser's own tree, to vet a pattern before it runs
+import re._parser as re_parser
 import uuid
 from collections import Counter
 
@@ -44,6 +46,7 @@ from .metadata import (
     CONSUMER_PROTOCOL_TYPE,
     GroupMetadata,
     JoinGroupResult,
+    MemberMetadata,
     SyncGroupResult,
     call_later as _call_later,
     now_ms,
@@ -225,9 +228,11 @@ class ConsumerGroupCoordinator:
         members = group.members.values() if member is None else [member]
         names = {n for m in members for n in m.subscribed_topic_names}
         patterns = {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}
-        if patterns:
-            regexes = [_compile(p) for p in patterns]
-            names |= {t for t in self.logs.topics if not t.startswith("__") and any(r.fullmatch(t) for r in regexes)}
+        for pattern in patterns:
+            try:
+                names |= _matching(pattern, self.logs.topics)
+            except HeartbeatError:  # a stored regex this broker refuses (written by another): matches nothing
+                continue
         return names
 
     def _assignor(self, group: ConsumerGroup) -> str:
@@ -253,8 +258,9 @@ class ConsumerGroupCoordinator:
 
     def _reconcile(self, group_id: str, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None,
                    batch: list) -> None:
-        if member.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            return
+        if member.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH or (
+                member.state == MemberState.STABLE and member.member_epoch == group.assignment_epoch):
+            return  # (most heartbeats: nothing to move, no need to look at who holds what)
         current = reconcile(member, group.assignment_epoch, group.target.get(member.member_id, EMPTY_ASSIGNMENT),
                             group.owners(), owned)
         if current == member.current():
@@ -302,6 +308,8 @@ class ConsumerGroupCoordinator:
         """Remove the member; the group epoch is bumped so its partitions are assigned anew."""
         group.remove(member.member_id)
         batch = records.member_tombstones(group_id, member.member_id)
+        if group.members and all(m.classic_protocols is not None for m in group.members.values()):
+            return batch + self._downgrade(self.coordinator.groups[group_id])
         group.subscription_metadata = self._subscription_metadata(group)
         group.group_epoch += 1
         batch.append(records.group_epoch(group_id, group.group_epoch))
@@ -345,8 +353,9 @@ class ConsumerGroupCoordinator:
         if holder.protocol_type != CONSUMER_PROTOCOL_TYPE:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a consumer group")
         try:
-            parsed = [(m, parse_subscription(m.metadata(holder.protocol_name)), parse_assignment(m.assignment))
-                      for m in holder.members.values()]
+            # (no protocol chosen yet, a group's first rebalance: each member's preferred one)
+            parsed = [(m, parse_subscription(m.metadata(holder.protocol_name or m.protocols[0][0])),
+                       parse_assignment(m.assignment)) for m in holder.members.values()]
         except RecordFormatError:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND,
                                  f"group {group_id}: a member's embedded consumer protocol is malformed") from None
@@ -373,6 +382,22 @@ class ConsumerGroupCoordinator:
         group.subscription_metadata = self._subscription_metadata(group)
         log.info("group %s: upgraded from the classic protocol at generation %d with %d members", group_id,
                  generation, len(group.members))
+
+    def _downgrade(self, holder: GroupMetadata) -> list:
+        """The last consumer-protocol member left (Kafka 4's online downgrade): the group is a classic one
+        again at its group epoch, each member with its target as assignment, and rebalances so they rejoin."""
+        group, group_id = holder.consumer, holder.group_id
+        batch = [r for member_id in group.members for r in records.member_tombstones(group_id, member_id)]
+        batch += records.group_tombstones(group_id)
+        members = [MemberMetadata(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                                  m.classic_session_timeout_ms, CONSUMER_PROTOCOL_TYPE, list(m.classic_protocols),
+                                  encode_assignment(self._names(group.target.get(m.member_id, EMPTY_ASSIGNMENT))))
+                   for m in group.members.values()]
+        self.unloaded(holder)
+        holder.consumer = None
+        log.info("group %s: downgraded to the classic protocol at generation %d with %d members", group_id,
+                 group.group_epoch, len(members))
+        return batch + self.coordinator.take_over(holder, group.group_epoch, members)
 
     def classic_join(self, holder: GroupMetadata, joining, require_known_member_id: bool):
         """A classic member's JoinGroup to a consumer group: a JoinGroupResult with its member epoch as the
@@ -613,17 +638,69 @@ _REGEXES: dict[str, re.Pattern] = {}
 
 
 def _compile(pattern: str) -> re.Pattern:
-    """A subscription regex (KIP-848 names RE2; Python's syntax agrees on the common subset)."""
+    """A subscription regex (KIP-848's are RE2). Python's `re` agrees on RE2's syntax but backtracks, so
+    what RE2 lacks (backreferences, lookaround) and what could make matching a topic name explode
+    (alternatives or a repeat inside a repeat, more than MAX_REPEATS repeats) are refused as
+    INVALID_REGULAR_EXPRESSION: a topic name must never stall the broker."""
     regex = _REGEXES.get(pattern)
     if regex is None:
         try:
+            if _repeats(re_parser.parse(pattern).data, inside_repeat=False) > MAX_REPEATS:
+                raise re.error(f"more than {MAX_REPEATS} repeats")
             regex = re.compile(pattern)
-        except re.error as exc:
+        except (re.error, RecursionError) as exc:
             raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION, f"{pattern}: {exc}") from None
         if len(_REGEXES) > 1000:
             _REGEXES.clear()
         _REGEXES[pattern] = regex
     return regex
+
+
+_MATCHES: dict[str, dict[str, bool]] = {}  # pattern -> {topic name: matches}: each name is matched once
+
+
+def _matching(pattern: str, topics) -> set[str]:
+    """The topics (internal ones left out) the pattern matches."""
+    known = _MATCHES.get(pattern)
+    if known is None:
+        if len(_MATCHES) > 1000:
+            _MATCHES.clear()
+        known = _MATCHES[pattern] = {}
+    out = set()
+    for topic in topics:
+        match = known.get(topic)
+        if match is None:
+            match = known[topic] = not topic.startswith("__") and _compile(pattern).fullmatch(topic) is not None
+        if match:
+            out.add(topic)
+    return out
+
+
+MAX_REPEATS = 3  # a backtracking match of n repeats costs up to (topic name length)^n steps
+_UNSUPPORTED = {re_constants.GROUPREF, re_constants.GROUPREF_EXISTS, re_constants.ASSERT, re_constants.ASSERT_NOT}
+_REPEATS = {re_constants.MAX_REPEAT, re_constants.MIN_REPEAT, re_constants.POSSESSIVE_REPEAT}
+
+
+def _repeats(items, inside_repeat: bool) -> int:
+    """How many unbounded-ish repeats the parsed pattern has; re.error for what is refused."""
+    count = 0
+    for op, arg in items:
+        if op in _UNSUPPORTED:
+            raise re.error("backreferences and lookaround are not RE2")
+        if op in _REPEATS:
+            _, high, body = arg
+            if inside_repeat and high > 1:
+                raise re.error("a repeat inside a repeat")
+            count += (high > 1) + _repeats(body, inside_repeat or high > 1)
+        elif op == re_constants.BRANCH:
+            if inside_repeat:
+                raise re.error("alternatives inside a repeat")
+            count += sum(_repeats(branch, inside_repeat) for branch in arg[1])
+        elif op == re_constants.SUBPATTERN:
+            count += _repeats(arg[-1], inside_repeat)
+        elif op == re_constants.ATOMIC_GROUP:
+            count += _repeats(arg, inside_repeat)
+    return count
 
 
 def _error_response(error: ErrorCode, message: str | None = None) -> dict:

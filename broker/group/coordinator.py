@@ -30,7 +30,7 @@ from typing import Awaitable, Callable, Union
 from broker.coordinator_partitions import OwnedPartitions, Pending, then
 from broker.errors import ErrorCode
 
-from . import consumer_records
+from . import consumer_records, records
 from .consumer_coordinator import ConsumerGroupCoordinator
 from .manager import OFFSETS_TOPIC, GroupMetadataManager
 from .metadata import (
@@ -371,6 +371,24 @@ class GroupCoordinator:
         group.generation_id = 0
         group.state = EMPTY
         group.subscribed_topics = None
+
+    def take_over(self, group: GroupMetadata, generation: int, members: list[MemberMetadata]) -> list:
+        """A consumer group downgraded to classic: its members at ``generation`` with their assignments, then a
+        rebalance so that they rejoin. Returns the group's classic record (the caller appends it)."""
+        group.protocol_type, group.generation_id = CONSUMER_PROTOCOL_TYPE, generation
+        for member in members:
+            group.members[member.member_id] = member
+            if member.is_static:
+                group.static_members[member.group_instance_id] = member.member_id
+            self._schedule_session_timeout(group, member)
+        group.protocol_name = group.select_protocol()
+        group.leader_id = members[0].member_id
+        group.state = STABLE
+        group.update_subscribed_topics()
+        record = (records.group_metadata_key(group.group_id),
+                  records.group_metadata_value(group, {m.member_id: m.assignment for m in members}))
+        self._prepare_rebalance(group, "downgraded from the consumer protocol")
+        return [record]
 
     def _member_error(self, group_id, member_id, instance_id, generation_id) -> ErrorCode:
         if not group_id:

@@ -70,13 +70,10 @@ class GroupMetadataManager:
     def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> ErrorCode:
         """Persist the group's generation, protocol, leader and members with ``assignment``."""
         value = records.group_metadata_value(group, assignment)
-        error, _ = self._append(group.group_id, [(records.group_metadata_key(group.group_id), value)])
-        if error == ErrorCode.MESSAGE_TOO_LARGE:
-            return ErrorCode.UNKNOWN_SERVER_ERROR
-        return coordinator_partitions.client_error(error)
+        return self.store_records(group.group_id, [(records.group_metadata_key(group.group_id), value)])
 
     def store_records(self, group_id: str, batch: list[tuple[bytes, bytes | None]]) -> ErrorCode:
-        """Append a consumer group's records (consumer_records) as one batch."""
+        """Append a group's records (a classic group's, or consumer_records) as one batch."""
         error, _ = self._append(group_id, batch)
         if error == ErrorCode.MESSAGE_TOO_LARGE:
             return ErrorCode.UNKNOWN_SERVER_ERROR

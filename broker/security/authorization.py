@@ -25,6 +25,7 @@ WHOLE_REQUEST = {
     "SyncGroup": [_GROUP_READ],
     "Heartbeat": [_GROUP_READ],
     "LeaveGroup": [_GROUP_READ],
+    "ConsumerGroupHeartbeat": [_GROUP_READ],
     "AddOffsetsToTxn": [_TXN_WRITE, _GROUP_READ],
     "EndTxn": [_TXN_WRITE],
     "DescribeClientQuotas": [_cluster("DescribeConfigs")],
@@ -42,6 +43,7 @@ CHECKED_IN_HANDLER = frozenset({
     "AlterConfigs", "IncrementalAlterConfigs", "CreatePartitions", "DeleteGroups", "DescribeProducers",
     "DescribeTransactions", "ListTransactions", "OffsetForLeaderEpoch", "DeleteRecords", "OffsetDelete",
     "DescribeLogDirs", "ElectLeaders", "AlterPartitionReassignments", "ListPartitionReassignments", "WriteTxnMarkers",
+    "ConsumerGroupDescribe",
     # share groups (KIP-932): a group's Read or Describe and each topic's Read or Describe
     "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets",
     "AlterShareGroupOffsets", "DeleteShareGroupOffsets",

@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 
 from broker.group import consumer_records as cr
+from broker.group import records
 from broker.group.assignors import AssignmentSpec, range_, uniform
 from broker.group.consumer_group import ConsumerGroup, ConsumerMember, MemberState, reconcile
 from broker.group.manager import replay_partition
+from broker.group.metadata import GroupMetadata, GroupState, MemberMetadata
 from group.test_replay import log_of
 
 A, B = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -89,3 +91,23 @@ def test_the_records_replay_to_the_same_group():
     deleted = replay_partition("p", log_of(("batch", batch + cr.member_tombstones("g", "m1") + cr.group_tombstones("g"),
                                             None)))
     assert "g" not in deleted
+
+
+def test_an_upgrade_and_a_downgrade_replay_to_the_kind_of_group_written_last():
+    classic = GroupMetadata("g", 0)
+    classic.protocol_type, classic.protocol_name, classic.generation_id, classic.leader_id = "consumer", "range", 5, "m1"
+    classic.members["m1"] = MemberMetadata("m1", None, "c", "/h", 30000, 10000, "consumer", [("range", b"sub")])
+    classic_record = (records.group_metadata_key("g"), records.group_metadata_value(classic, {"m1": b"asg"}))
+    member = ConsumerMember("m1", subscribed_topic_names=("a",), member_epoch=5, previous_member_epoch=5,
+                            classic_session_timeout_ms=10000, classic_protocols=[("range", b"sub")])
+    upgrade = [(records.group_metadata_key("g"), None), cr.group_epoch("g", 5), cr.member_metadata("g", member),
+               cr.target_assignment("g", "m1", frozenset()), cr.current_assignment("g", member), cr.assignment_epoch("g", 5)]
+    upgraded = replay_partition("p", log_of(("batch", [classic_record], None), ("batch", upgrade, None)))["g"]
+    assert upgraded.consumer.members["m1"].classic_protocols == [("range", b"sub")]
+    assert upgraded.state == GroupState.EMPTY and not upgraded.members  # no classic members left
+
+    downgrade = [*cr.member_tombstones("g", "m1"), *cr.group_tombstones("g"), classic_record]
+    downgraded = replay_partition("p", log_of(("batch", [classic_record], None), ("batch", upgrade, None),
+                                              ("batch", downgrade, None)))["g"]
+    assert downgraded.consumer is None
+    assert downgraded.state == GroupState.STABLE and list(downgraded.members) == ["m1"]

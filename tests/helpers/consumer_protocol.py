@@ -129,3 +129,12 @@ def list_groups(port: int, **filters) -> list[dict]:
     with WireClient(port) as c:
         return c.request("ListGroups", 5, {"states_filter": filters.get("states", []),
                                            "types_filter": filters.get("types", [])})["groups"]
+
+
+def committed_offsets(port: int, group: str) -> dict[tuple[str, int], int]:
+    """The group's committed offsets, as an administrator's OffsetFetch (no member) sees them."""
+    with WireClient(port) as c:
+        r = c.request("OffsetFetch", 9, {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
+                                                     "topics": None}], "require_stable": False})
+    return {(t["name"], p["partition_index"]): p["committed_offset"] for t in r["groups"][0]["topics"]
+            for p in t["partitions"]}

@@ -12,11 +12,13 @@ import time
 
 import pytest
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from helpers.consumer_protocol import (
     CONSUMER_GROUPS,
     Member,
+    committed_offsets,
     consumed,
     consumed_again_after_commit,
     describe,
@@ -68,6 +70,10 @@ def test_two_members_share_a_topic_commit_and_resume(start_broker, member):
     listed = {g["group_id"]: g for g in list_groups(b.port, types=["consumer"])}
     assert listed["g-share"]["group_type"] == "consumer" and listed["g-share"]["group_state"] == "Stable"
     assert "g-share" not in {g["group_id"] for g in list_groups(b.port, types=["classic"])}
+    admin = AdminClient({**COMMON, "bootstrap.servers": b.bootstrap})
+    seen = admin.describe_consumer_groups(["g-share"])["g-share"].result(30)  # librdkafka: ConsumerGroupDescribe
+    assert seen.type == ConsumerGroupType.CONSUMER and seen.state == ConsumerGroupState.STABLE, seen
+    assert sorted((tp.topic, tp.partition) for m in seen.members for tp in m.assignment.topic_partitions) == sorted(every)
 
     m1.stop(); m2.stop()
     produce(b.bootstrap, "shared", 6, 10, start=50)
@@ -101,10 +107,11 @@ def test_join_and_leave_move_only_what_must_move(start_broker, member):
     wait_until(lambda: len(m2.snapshot()[0]) == 2 and len(m1.snapshot()[0]) == 2, 60, "the second member's share")
     time.sleep(2)
     kept = m1.snapshot()[0]
-    # only what moved was revoked; the partitions m1 kept never stopped
+    # only what moved was revoked (a stop-the-world rebalance revokes everything); the partitions m1 kept
+    # never stopped: no gap in them longer than a loaded machine's hiccup
     assert m1.revoked() == m2.snapshot()[0]
     gap = largest_gap(m1, kept, joined_at, time.monotonic())
-    assert gap < 3.0, f"the staying member paused {gap:.1f}s while another joined"
+    assert gap < 5.0, f"the staying member paused {gap:.1f}s while another joined"
 
     left_at = time.monotonic()
     m2.stop()
@@ -112,7 +119,7 @@ def test_join_and_leave_move_only_what_must_move(start_broker, member):
     time.sleep(2)
     assert not kept & m1.revoked(), "a partition the staying member kept was revoked"
     gap = largest_gap(m1, kept, left_at, time.monotonic())
-    assert gap < 3.0, f"the staying member paused {gap:.1f}s while another left"
+    assert gap < 5.0, f"the staying member paused {gap:.1f}s while another left"
     stop.set()
     producer.join(15)
     m1.stop()
@@ -201,6 +208,8 @@ def test_epochs_on_the_wire(start_broker):
         assert heartbeat(c, "g-wire", "m-1", 0, topics=["wire"], owned=[], assignor="sticky")["error_code"] == 112
         assert heartbeat(c, "g-wire", "", 0, topics=["wire"], owned=[])["error_code"] == 42  # v1: the client's id
         assert heartbeat(c, "g-wire", "m-1", 0, topics=["wire"], owned=[], regex="(")["error_code"] == 128
+        # what would make a backtracking match explode is refused too (RE2, Kafka's engine, is linear)
+        assert heartbeat(c, "g-wire", "m-1", 0, topics=["wire"], owned=[], regex="(a+)+$")["error_code"] == 128
         first = heartbeat(c, "g-wire", "m-1", 0, topics=["wire"], owned=[], assignor="range")
         assert first["error_code"] == 0 and first["member_epoch"] == 1, first
         assert first["assignment"]["topic_partitions"] == [{"topic_id": topic_id, "partitions": [0, 1, 2, 3]}]
@@ -284,3 +293,59 @@ def test_online_upgrade_of_a_classic_group(start_broker, member):
         assert any(10 <= o < 20 for _, _, o in consumed(old)), "a classic member stopped consuming after the upgrade"
     group = describe(b.port, "g-upg")
     assert group["group_state"] == "Stable" and len(group["members"]) == 3, group
+
+
+def test_online_downgrade_when_the_last_consumer_protocol_member_leaves(start_broker, member):
+    """A classic member and a consumer-protocol one: when the latter leaves, the group is a classic one
+    again (Kafka 4's online downgrade) and the classic member consumes on in a new generation."""
+    b = start_broker({**CONSUMER_GROUPS, **GROUP_BROKER})
+    create_topic(b.bootstrap, "down", 2)
+    produce(b.bootstrap, "down", 2, 5)
+    old = member(b.bootstrap, "g-down", ["down"], group_protocol="classic")
+    wait_until(lambda: len(old.snapshot()[0]) == 2, 60, "the classic member's generation")
+    new = member(b.bootstrap, "g-down", ["down"])
+    wait_until(lambda: len(new.snapshot()[0]) == 1 and len(old.snapshot()[0]) == 1, 60, "a partition each")
+    assert [g["group_type"] for g in list_groups(b.port) if g["group_id"] == "g-down"] == ["consumer"]
+    new.stop()
+    wait_until(lambda: [g["group_type"] for g in list_groups(b.port) if g["group_id"] == "g-down"] == ["classic"], 30,
+               "the group to be a classic one again")
+    wait_until(lambda: len(old.snapshot()[0]) == 2, 60, "the classic member to take both partitions")
+    produce(b.bootstrap, "down", 2, 5, start=5)
+    wait_until(lambda: {(p, o) for _, p, o in consumed(old, new)} >= {(p, o) for p in range(2) for o in range(10)},
+               60, "everything consumed")
+    assert not consumed_again_after_commit(old, new)
+    with WireClient(b.port) as c:
+        group = c.request("DescribeGroups", 5, {"groups": ["g-down"], "include_authorized_operations": False}
+                          )["groups"][0]
+    assert group["group_state"] == "Stable" and len(group["members"]) == 1, group
+
+
+def test_transactional_offsets_of_a_consumer_protocol_member(start_broker):
+    """A copy app: consumer-protocol consumer, transactional producer sending its offsets with the consumer's
+    group metadata (TxnOffsetCommit carries the member id and epoch, checked like OffsetCommit's)."""
+    b = start_broker(CONSUMER_GROUPS)
+    create_topic(b.bootstrap, "eos-in", 1)
+    create_topic(b.bootstrap, "eos-out", 1)
+    produce(b.bootstrap, "eos-in", 1, 10)
+    c = Consumer({**COMMON, "bootstrap.servers": b.bootstrap, "group.id": "g-eos", "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": "read_committed"})
+    p = Producer({**COMMON, "bootstrap.servers": b.bootstrap, "transactional.id": "eos-copier"})
+    try:
+        c.subscribe(["eos-in"])
+        p.init_transactions(30)
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 10 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append(m)
+        assert len(got) == 10
+        p.begin_transaction()
+        for m in got:
+            p.produce("eos-out", m.value(), partition=0)
+        p.send_offsets_to_transaction([TopicPartition("eos-in", 0, got[-1].offset() + 1)],
+                                      c.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        assert committed_offsets(b.port, "g-eos") == {("eos-in", 0): 10}
+    finally:
+        c.close()

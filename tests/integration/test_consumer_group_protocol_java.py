@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.consumer_protocol import CONSUMER_GROUPS, describe, list_groups, produce
-from helpers.groups import GROUP_BROKER
+from helpers.consumer_protocol import CONSUMER_GROUPS, committed_offsets, describe, list_groups, produce
+from helpers.groups import GROUP_BROKER, wait_until
 from helpers.java_clients import JavaClients, every
 from helpers.kafka import create_topic
 from helpers.wire import WireClient
@@ -58,11 +58,7 @@ def test_java_members_share_a_topic_commit_and_resume(start_broker, java4, tmp_p
             return group if len(group["members"]) == 2 and sorted(owned) == [0, 1, 2, 3] and group[
                 "group_state"] == "Stable" else None
 
-        deadline = time.monotonic() + 60
-        while not both_assigned():
-            assert time.monotonic() < deadline, describe(b.port, "g-java")
-            time.sleep(0.3)
-        group = both_assigned()
+        group = wait_until(both_assigned, 60, "both members assigned")
         assert all(m["assignment"]["topic_partitions"] for m in group["members"]), group  # two partitions each
         produce(b.bootstrap, "jshared", 4, 10, start=30)  # for both of them
         time.sleep(3)  # everything consumed and committed by now (commits after every poll)
@@ -82,15 +78,12 @@ def test_java_member_joining_moves_only_what_must_move(start_broker, java4, tmp_
     stop = tmp_path / "stop"
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(java4.run, b.bootstrap, "g-jflow", "jflow", "-", 600_000, 60_000, stop)
-        deadline = time.monotonic() + 60
-        while len(describe(b.port, "g-jflow")["members"]) != 1 or describe(b.port, "g-jflow")["group_state"] != "Stable":
-            assert time.monotonic() < deadline, describe(b.port, "g-jflow")
-            time.sleep(0.3)
+        wait_for_group(b.port, "g-jflow", lambda g: len(g["members"]) == 1 and g["group_state"] == "Stable",
+                       "the first member alone")
         second = pool.submit(java4.run, b.bootstrap, "g-jflow", "jflow", "-", 600_000, 60_000, stop)
-        deadline = time.monotonic() + 60
-        while describe(b.port, "g-jflow")["group_state"] != "Stable" or len(describe(b.port, "g-jflow")["members"]) != 2:
-            assert time.monotonic() < deadline, describe(b.port, "g-jflow")
-            time.sleep(0.3)
+        wait_for_group(b.port, "g-jflow", lambda g: len(g["members"]) == 2 and g["group_state"] == "Stable",
+                       "the second member's share")
+        time.sleep(2)  # (a client's callbacks run at its next poll, after the broker's answer)
         stopped_ms = time.time() * 1000
         stop.touch()
         first, second = first.result(), second.result()
@@ -101,13 +94,12 @@ def test_java_member_joining_moves_only_what_must_move(start_broker, java4, tmp_
 
 
 def wait_for_group(port: int, group: str, check, what: str, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        described = describe(port, group)
-        if described["error_code"] == 0 and check(described):
-            return described
-        assert time.monotonic() < deadline, f"{what}: {described}"
-        time.sleep(0.3)
+    """The group's ConsumerGroupDescribe once ``check`` holds for it."""
+    def described():
+        d = describe(port, group)
+        return d if d["error_code"] == 0 and check(d) else None
+
+    return wait_until(described, timeout, what)
 
 
 def assigned_topics(described: dict) -> set:
@@ -155,16 +147,8 @@ def test_java_regex_subscription_picks_up_a_new_topic(start_broker, java4, tmp_p
         create_topic(b.bootstrap, "jrx-later", 2)
         produce(b.bootstrap, "jrx-later", 2, 3)
         wait_for_group(b.port, "g-jrx", lambda g: len(assigned_topics(g)) == 4, "the topic created later assigned")
-        with WireClient(b.port) as c:
-            def committed_later() -> int:
-                r = c.request("OffsetFetch", 9, {"groups": [{"group_id": "g-jrx", "member_id": None, "member_epoch": -1,
-                                                             "topics": None}], "require_stable": False})
-                return sum(p["committed_offset"] for t in r["groups"][0]["topics"] if t["name"] == "jrx-later"
-                           for p in t["partitions"])
-            deadline = time.monotonic() + 60
-            while committed_later() < 6:
-                assert time.monotonic() < deadline, "the new topic's records were not consumed"
-                time.sleep(0.3)
+        wait_until(lambda: sum(o for (t, _), o in committed_offsets(b.port, "g-jrx").items() if t == "jrx-later") == 6,
+                   60, "the new topic's records consumed")
         stop.touch()
         lines = run.result()
     assert sorted(records(lines)) == sorted([("jrx-first", p, o) for p in range(2) for o in range(3)]
@@ -179,10 +163,7 @@ def test_java_members_resume_after_a_broker_kill(start_broker, java4, tmp_path):
     stop = tmp_path / "stop"
 
     def committed() -> list[int]:
-        with WireClient(b.port) as c:
-            r = c.request("OffsetFetch", 9, {"groups": [{"group_id": "g-jkill", "member_id": None, "member_epoch": -1,
-                                                         "topics": None}], "require_stable": False})
-        return sorted(p["committed_offset"] for t in r["groups"][0]["topics"] for p in t["partitions"])
+        return sorted(committed_offsets(b.port, "g-jkill").values())
 
     with ThreadPoolExecutor(2) as pool:
         runs = [pool.submit(java4.run, b.bootstrap, "g-jkill", "jkill", "-", 600_000, 90_000, stop) for _ in range(2)]
@@ -191,10 +172,7 @@ def test_java_members_resume_after_a_broker_kill(start_broker, java4, tmp_path):
         b.kill()
         b.restart()
         produce(b.bootstrap, "jkill", 4, 10, start=20)
-        deadline = time.monotonic() + 60
-        while committed() != [30] * 4:
-            assert time.monotonic() < deadline, committed()
-            time.sleep(0.3)
+        wait_until(lambda: committed() == [30] * 4, 60, "the records after the restart committed")
         after = describe(b.port, "g-jkill")
         stop.touch()
         lines = [r.result() for r in runs]
@@ -216,16 +194,7 @@ def test_java_online_upgrade_of_a_classic_group(start_broker, java4, tmp_path):
     classic = {"group.protocol": "classic", "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}
 
     def committed() -> list[int]:
-        with WireClient(b.port) as c:
-            r = c.request("OffsetFetch", 9, {"groups": [{"group_id": "g-jupg", "member_id": None, "member_epoch": -1,
-                                                         "topics": None}], "require_stable": False})
-        return sorted(p["committed_offset"] for t in r["groups"][0]["topics"] for p in t["partitions"])
-
-    def wait(check, what):
-        deadline = time.monotonic() + 60
-        while not check():
-            assert time.monotonic() < deadline, what
-            time.sleep(0.3)
+        return sorted(committed_offsets(b.port, "g-jupg").values())
 
     with ThreadPoolExecutor(3) as pool:
         runs = [pool.submit(java4.run, b.bootstrap, "g-jupg", "jupg", "-", 600_000, 90_000, stop, client_config=classic)
@@ -235,14 +204,14 @@ def test_java_online_upgrade_of_a_classic_group(start_broker, java4, tmp_path):
                 g = c.request("DescribeGroups", 5, {"groups": ["g-jupg"], "include_authorized_operations": False}
                               )["groups"][0]
                 return g["group_state"] == "Stable" and len(g["members"]) == 2
-            wait(lambda: classic_stable() and committed() == [20] * 4, "the classic generation caught up")
+            wait_until(lambda: classic_stable() and committed() == [20] * 4, 60, "the classic generation caught up")
         runs.append(pool.submit(java4.run, b.bootstrap, "g-jupg", "jupg", "-", 600_000, 90_000, stop))
         wait_for_group(b.port, "g-jupg", lambda g: g["group_state"] == "Stable" and len(g["members"]) == 3
                        and len(assigned_topics(g)) == 4 and all(m["assignment"]["topic_partitions"]
                                                                for m in g["members"]), "three members sharing")
         assert [g["group_type"] for g in list_groups(b.port) if g["group_id"] == "g-jupg"] == ["consumer"]
         produce(b.bootstrap, "jupg", 4, 10, start=20)
-        wait(lambda: committed() == [30] * 4, "the records after the upgrade consumed")
+        wait_until(lambda: committed() == [30] * 4, 60, "the records after the upgrade consumed")
         stop.touch()
         lines = [r.result() for r in runs]
     got = [r for run in lines for r in records(run)]
