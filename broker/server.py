@@ -122,6 +122,8 @@ class KafkaConnection(asyncio.Protocol):
         self.request_queue.forget(self)
         if self.parked_fetch is not None:
             self.parked_fetch.cancel()  # nobody is left to answer; Kafka drops it too
+        if self.session is not None:
+            self.broker.share.partitions.connection_closed(self.session)
 
     def pause_writing(self):
         self.write_paused = True

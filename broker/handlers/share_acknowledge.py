@@ -23,7 +23,7 @@ async def handle(broker, request, header):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     manager = broker.share.partitions
     try:
-        manager.session(group_id, member_id, epoch)
+        manager.session(group_id, member_id, epoch, header.session)
     except SessionError as exc:
         return _error(exc.error)
     acks = {(t["topic_id"], p["partition_index"]): p["acknowledgement_batches"]

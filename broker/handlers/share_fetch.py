@@ -33,7 +33,7 @@ async def handle(broker, request, header):
         return _error(ErrorCode.INVALID_REQUEST, lock_ms, "a new share session carries no acknowledgements")
     manager = broker.share.partitions
     try:
-        session = manager.session(group_id, member_id, epoch)
+        session = manager.session(group_id, member_id, epoch, header.session)
     except SessionError as exc:
         return _error(exc.error, lock_ms)
     results: dict[tuple, dict] = {}

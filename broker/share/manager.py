@@ -40,6 +40,7 @@ SWEEP_INTERVAL_S = 0.1
 @dataclass
 class ShareSession:
     epoch: int  # the epoch the next request must carry
+    connection: object  # the client connection's Session: the share session ends with it (as in Kafka)
     partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)  # in the order they were named
 
 
@@ -64,13 +65,13 @@ class SharePartitionManager:
 
     # ---- sessions ------------------------------------------------------------------
 
-    def session(self, group_id: str, member_id: str, epoch: int) -> ShareSession | None:
+    def session(self, group_id: str, member_id: str, epoch: int, connection) -> ShareSession | None:
         """The request's session (None when ``epoch`` closes it); SessionError when it has none or is out of step."""
         key = (group_id, member_id)
         if epoch == INITIAL_EPOCH:
             if key in self.sessions:
                 self.member_gone(group_id, member_id)
-            session = self.sessions[key] = ShareSession(1)
+            session = self.sessions[key] = ShareSession(1, connection)
             return session
         session = self.sessions.get(key)
         if session is None:
@@ -84,6 +85,11 @@ class SharePartitionManager:
 
     def close_session(self, group_id: str, member_id: str) -> None:
         self.member_gone(group_id, member_id)
+
+    def connection_closed(self, connection) -> None:
+        """A client connection closed: the share sessions it opened end, their records released."""
+        for group_id, member_id in [k for k, s in self.sessions.items() if s.connection is connection]:
+            self.member_gone(group_id, member_id)
 
     def member_gone(self, group_id: str, member_id: str) -> None:
         """Its session ends and the records it holds are released (written before anyone acquires them)."""

@@ -254,3 +254,34 @@ def test_bad_share_requests_get_error_codes(start_broker):
         assert ack["error_code"] == 42
         assert w.request("ApiVersions", 3, {"client_software_name": "t", "client_software_version": "1"})[
             "error_code"] == 0  # still serving
+
+
+def test_a_closed_connection_releases_its_records_before_their_locks_expire(start_broker):
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "conn")
+    _set_group_configs(b.port, "cg", {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "60000"})
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    p.produce("conn", b"held")
+    p.flush(10)
+    w = WireClient(b.port)
+    topic_id = w.request("Metadata", 12, {"topics": [{"topic_id": None, "name": "conn"}],
+                                          "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+    fetched = w.request("ShareFetch", 1, {
+        "group_id": "cg", "member_id": "raw-member-0000000001", "share_session_epoch": 0, "max_wait_ms": 5000,
+        "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+        "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+        "forgotten_topics_data": []})
+    assert fetched["responses"][0]["partitions"][0]["acquired_records"] == [
+        {"first_offset": 0, "last_offset": 0, "delivery_count": 1}]
+    w.close()  # the process holding the record is gone: its lock (60 s) need not be waited out
+    c = share_consumer(b.bootstrap, "cg", "conn")
+    try:
+        started = time.monotonic()
+        got = _poll_until(c, lambda got: len(got) >= 1, 40)
+        assert [(m.value(), m.delivery_count()) for m in got] == [(b"held", 2)]
+        assert time.monotonic() - started < 40
+    finally:
+        c.close()
