@@ -26,7 +26,7 @@ from . import assignor
 log = logging.getLogger("moldau.share")
 
 LEAVE_GROUP_EPOCH = -1
-MAX_MEMBER_ID = 36  # a client's UUID in its string form, with room to spare for others
+MAX_MEMBER_ID = 36  # Kafka refuses a longer one (a UUID in its longest string form)
 
 
 @dataclass
@@ -95,7 +95,7 @@ class ShareGroupCoordinator:
             member = group.members[member_id] = ShareMember(member_id)
             group.group_epoch += 1
             log.info("share group %s: member %s joined (epoch %d)", group_id, member_id, group.group_epoch)
-        elif epoch not in (0, member.member_epoch) and epoch > member.member_epoch:
+        elif epoch > member.member_epoch:
             return _error(ErrorCode.FENCED_MEMBER_EPOCH, f"epoch {epoch} is ahead of the member's")
         member.client_id, member.client_host = client_id, client_host
         member.deadline_ms = now_ms() + self.config["group.share.session.timeout.ms"]

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 from broker.errors import ErrorCode
 from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
-from broker.log_read import READ_COMMITTED
 from protocol.records import scan_batches
 from storage.errors import OffsetOutOfRange
 
