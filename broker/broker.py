@@ -252,7 +252,7 @@ class Broker:
         log_ = self.logs.log(topic, partition)
         if log_ is not None:
             self.fetch_purgatory.check_and_complete(log_)
-        self.share.partitions.notify_append()
+        self.share.partitions.notify_append(topic, partition)
 
 
 def _remove_files(files) -> None:

@@ -52,8 +52,8 @@ async def handle(broker, request, header):
     max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
     acquired = await _acquire(broker, header, group_id, member_id, session, max_records, max_bytes, results)
     if not acquired and request["max_wait_ms"] > 0:
-        await manager.wait_for_change(request["max_wait_ms"] / 1000)
-        if (group_id, member_id) in manager.sessions:
+        await manager.wait_for_change(list(session.partitions), request["max_wait_ms"] / 1000)
+        if manager.sessions.get((group_id, member_id)) is session:  # (not closed or replaced meanwhile)
             await _acquire(broker, header, group_id, member_id, session, max_records, max_bytes, results)
     return _response(broker, header, results, lock_ms)
 

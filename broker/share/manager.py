@@ -56,7 +56,8 @@ class SharePartitionManager:
         self.persister = persister
         self.partitions: dict[ShareKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        self._changed = asyncio.Event()  # set by appends and releases: parked ShareFetches look again
+        # (topic id, partition) -> parked ShareFetches to wake when an append or a release may have records
+        self._waiters: dict[tuple[uuid.UUID, int], set[asyncio.Future]] = {}
         self.acknowledged: Counter = Counter()  # acknowledge type name -> records (a metric)
         self._loading: dict[ShareKey, asyncio.Future] = {}
         self._write_locks: dict[ShareKey, asyncio.Lock] = {}
@@ -96,7 +97,7 @@ class SharePartitionManager:
         for key, sp in self.partitions.items():
             if key.group_id == group_id and sp.release_member(member_id):
                 self._persist_later(key, sp)
-                self._changed.set()
+                self._wake(key.topic_id, key.partition)
 
     # ---- share partitions ----------------------------------------------------------------
 
@@ -181,7 +182,7 @@ class SharePartitionManager:
             log.debug("share group %s: %s", group_id, exc)
             error = ErrorCode.INVALID_RECORD_STATE
         written = await self._persist(key, sp)
-        self._changed.set()
+        self._wake(key.topic_id, key.partition)
         return error or written
 
     async def acquire(self, group_id: str, member_id: str, key: ShareKey, max_records: int, max_bytes: int
@@ -219,16 +220,34 @@ class SharePartitionManager:
         ranges = [{"first_offset": f, "last_offset": l, "delivery_count": c} for f, l, c in acquired]
         return ErrorCode.NONE, bytes(data[begin:stop]), ranges
 
-    async def wait_for_change(self, timeout_s: float) -> None:
-        """Park a ShareFetch that acquired nothing until appends or releases may give it something."""
-        self._changed.clear()
+    async def wait_for_change(self, partitions: list[tuple[uuid.UUID, int]], timeout_s: float) -> None:
+        """Park a ShareFetch that acquired nothing until an append to one of ``partitions`` or a release of
+        their records may give it something, or ``timeout_s`` passes."""
+        woken = asyncio.get_running_loop().create_future()
+        for tp in partitions:
+            self._waiters.setdefault(tp, set()).add(woken)
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout_s)
+            await asyncio.wait_for(woken, timeout_s)
         except asyncio.TimeoutError:
             pass
+        finally:
+            for tp in partitions:
+                waiting = self._waiters.get(tp)
+                if waiting is not None:
+                    waiting.discard(woken)
+                    if not waiting:
+                        del self._waiters[tp]
 
-    def notify_append(self) -> None:
-        self._changed.set()
+    def _wake(self, topic_id: uuid.UUID, partition: int) -> None:
+        for woken in self._waiters.pop((topic_id, partition), ()):
+            if not woken.done():
+                woken.set_result(None)
+
+    def notify_append(self, topic: str, partition: int) -> None:
+        if self._waiters:
+            found = self.broker.logs.topic(topic)
+            if found is not None:
+                self._wake(found.topic_id, partition)
 
     # ---- the clock ------------------------------------------------------------------------
 
@@ -237,7 +256,7 @@ class SharePartitionManager:
             deadline = sp.earliest_deadline
             if deadline is not None and deadline <= now and sp.release_expired(now):
                 self._persist_later(key, sp)
-                self._changed.set()
+                self._wake(key.topic_id, key.partition)
 
     # ---- the admin's view: start offsets (Describe/Alter/DeleteShareGroupOffsets) -------------
 
