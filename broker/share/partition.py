@@ -62,6 +62,9 @@ class SharePartition:
         self.start = start
         self.next_offset = start
         self.records: dict[int, InFlight] = {}
+        # indexes of ``records`` by state, kept by _set: what a fetch and the lock timer look at
+        self.available: set[int] = set()
+        self.acquired: dict[int, InFlight] = {}
         self.max_in_flight = max_in_flight
         self.delivery_limit = delivery_limit
         self.acquired_total = 0  # records handed out since this broker loaded the partition (a metric)
@@ -85,11 +88,11 @@ class SharePartition:
         return batches
 
     def restore(self, start: int, batches: list[dict]) -> None:
-        self.start = self.next_offset = start
-        self.records.clear()
+        self.reset(start)
         for b in batches:
             for offset in range(max(b["first_offset"], start), b["last_offset"] + 1):
-                self.records[offset] = InFlight(RecordState(b["delivery_state"]), b["delivery_count"])
+                record = self.records[offset] = InFlight(RecordState.ARCHIVED, b["delivery_count"])
+                self._set(offset, record, RecordState(b["delivery_state"]))
                 self.next_offset = max(self.next_offset, offset + 1)
         self._advance()
 
@@ -98,7 +101,7 @@ class SharePartition:
     def first_to_read(self, end: int) -> int | None:
         """Where the next acquisition reads from: the first AVAILABLE offset in the window, else the
         window's end if the log has records there (below ``end``) and the window has room."""
-        available = [o for o, r in self.records.items() if r.state == RecordState.AVAILABLE and o < end]
+        available = [o for o in self.available if o < end]
         if available:
             return min(available)
         if self.next_offset < end and self.next_offset - self.start < self.max_in_flight:
@@ -132,14 +135,16 @@ class SharePartition:
                         continue  # done (compacted away, or advanced past)
                     if offset - self.start >= self.max_in_flight:
                         break
-                    record = self.records[offset] = InFlight()
+                    record = self.records[offset] = InFlight(RecordState.ARCHIVED)
+                    self._set(offset, record, RecordState.AVAILABLE)
                     self.next_offset = offset + 1
                 if record.state != RecordState.AVAILABLE:
                     continue
                 if skip:
-                    record.state = RecordState.ARCHIVED
+                    self._set(offset, record, RecordState.ARCHIVED)
                     continue
-                record.state, record.member_id, record.deadline_ms = RecordState.ACQUIRED, member_id, deadline_ms
+                self._set(offset, record, RecordState.ACQUIRED)
+                record.member_id, record.deadline_ms = member_id, deadline_ms
                 record.delivery_count += 1
                 count += 1
                 if acquired and acquired[-1][1] == offset - 1 and acquired[-1][2] == record.delivery_count:
@@ -166,36 +171,45 @@ class SharePartition:
             kind = AcknowledgeType(types[0] if len(types) == 1 else types[i])
             record = self.records[offset]
             if kind == AcknowledgeType.ACCEPT:
-                self._settle(record, RecordState.ACKNOWLEDGED)
+                self._set(offset, record, RecordState.ACKNOWLEDGED)
             elif kind == AcknowledgeType.RELEASE:
-                self._release(record)
+                self._release(offset, record)
             else:
-                self._settle(record, RecordState.ARCHIVED)
+                self._set(offset, record, RecordState.ARCHIVED)
         self._advance()
 
     def release_expired(self, now_ms: int) -> int:
         """Release the records whose acquisition lock ran out; how many."""
-        expired = [r for r in self.records.values() if r.state == RecordState.ACQUIRED and r.deadline_ms <= now_ms]
-        for record in expired:
-            self._release(record)
+        expired = [(o, r) for o, r in self.acquired.items() if r.deadline_ms <= now_ms]
+        for offset, record in expired:
+            self._release(offset, record)
         self._advance()
         return len(expired)
 
     def release_member(self, member_id: str) -> int:
         """Release every record ``member_id`` holds (its share session closed); how many."""
-        held = [r for r in self.records.values() if r.state == RecordState.ACQUIRED and r.member_id == member_id]
-        for record in held:
-            self._release(record)
+        held = [(o, r) for o, r in self.acquired.items() if r.member_id == member_id]
+        for offset, record in held:
+            self._release(offset, record)
         self._advance()
         return len(held)
 
-    def _release(self, record: InFlight) -> None:
-        self._settle(record, RecordState.ARCHIVED if record.delivery_count >= self.delivery_limit
-                     else RecordState.AVAILABLE)
+    def _release(self, offset: int, record: InFlight) -> None:
+        self._set(offset, record, RecordState.ARCHIVED if record.delivery_count >= self.delivery_limit
+                  else RecordState.AVAILABLE)
 
-    @staticmethod
-    def _settle(record: InFlight, state: RecordState) -> None:
-        record.state, record.member_id, record.deadline_ms = state, None, 0
+    def _set(self, offset: int, record: InFlight, state: RecordState) -> None:
+        """Every change of a record's state goes here, which keeps the indexes."""
+        if record.state == RecordState.AVAILABLE:
+            self.available.discard(offset)
+        elif record.state == RecordState.ACQUIRED:
+            del self.acquired[offset]
+            record.member_id, record.deadline_ms = None, 0
+        record.state = state
+        if state == RecordState.AVAILABLE:
+            self.available.add(offset)
+        elif state == RecordState.ACQUIRED:
+            self.acquired[offset] = record
 
     def _advance(self) -> None:
         while self.start < self.next_offset:
@@ -209,11 +223,13 @@ class SharePartition:
         """AlterShareGroupOffsets / a log start past the window: everything before ``start`` is done, the rest new."""
         self.start = self.next_offset = start
         self.records.clear()
+        self.available.clear()
+        self.acquired.clear()
 
     # ---- what it holds (DescribeShareGroupOffsets, metrics) ----------------------------
 
     def in_flight(self) -> int:
-        return sum(1 for r in self.records.values() if r.state == RecordState.ACQUIRED)
+        return len(self.acquired)
 
     def backlog(self, end: int) -> int:
         """Records not yet acknowledged or archived, up to the log's ``end``."""
@@ -222,5 +238,4 @@ class SharePartition:
 
     @property
     def earliest_deadline(self) -> int | None:
-        deadlines = [r.deadline_ms for r in self.records.values() if r.state == RecordState.ACQUIRED]
-        return min(deadlines) if deadlines else None
+        return min((r.deadline_ms for r in self.acquired.values()), default=None)

@@ -22,6 +22,12 @@ def batch(base: int, count: int, producer_id: int = -1, attributes: int = 0) -> 
 TXN, CONTROL = 0x10, 0x20
 
 
+def indexed(sp: SharePartition) -> bool:
+    """The state indexes agree with the records."""
+    return (sp.available == {o for o, r in sp.records.items() if r.state == RecordState.AVAILABLE}
+            and set(sp.acquired) == {o for o, r in sp.records.items() if r.state == RecordState.ACQUIRED})
+
+
 def test_acquire_acknowledge_and_the_start_moves_past_what_is_done():
     sp = SharePartition(0, 100, 3)
     assert sp.acquire([batch(0, 5)], 10, "m1", 1000, 500) == [(0, 4, 1)]
@@ -33,7 +39,7 @@ def test_acquire_acknowledge_and_the_start_moves_past_what_is_done():
     assert sp.first_to_read(10) == 2
     assert sp.acquire([batch(0, 5)], 10, "m2", 1000, 500) == [(2, 2, 2)]
     sp.acknowledge("m2", 2, 2, [ACCEPT])
-    assert sp.start == 5 and not sp.records
+    assert sp.start == 5 and not sp.records and indexed(sp)
 
 
 def test_an_acknowledgement_of_what_the_member_does_not_hold_changes_nothing():
@@ -56,6 +62,7 @@ def test_expired_locks_release_and_the_delivery_limit_archives():
     assert sp.release_expired(999) == 0
     assert sp.release_expired(1000) == 2
     assert sp.acquire([batch(0, 2)], 10, "m2", 3000, 500) == [(0, 1, 2)]
+    assert indexed(sp) and sp.earliest_deadline == 3000 and sp.in_flight() == 2
     sp.release_member("m2")  # second delivery was the last
     assert sp.start == 2 and not sp.records
 
@@ -74,6 +81,7 @@ def test_read_committed_archives_aborted_transactions_and_markers():
                batch(5, 1)]
     assert sp.acquire(batches, 6, "m", 1, 500, aborted=[(7, 2)]) == [(0, 0, 1), (5, 5, 1)]
     assert [sp.records[o].state for o in (1, 2, 3, 4)] == [RecordState.ARCHIVED] * 4
+    assert indexed(sp)
 
 
 def test_state_batches_round_trip_through_a_snapshot_record():
@@ -85,7 +93,7 @@ def test_state_batches_round_trip_through_a_snapshot_record():
     assert decoded_key == key and snapshot.leader_epoch == 4
     again = SharePartition(0, 100, 5)
     again.restore(snapshot.start_offset, snapshot.state_batches)
-    assert again.start == 10 and again.next_offset == 16
+    assert again.start == 10 and again.next_offset == 16 and indexed(again)
     assert {o: (r.state, r.delivery_count) for o, r in again.records.items()} == {
         o: (r.state, r.delivery_count) for o, r in sp.records.items()}
     assert decode(encode_key(key), None) == (key, None)
