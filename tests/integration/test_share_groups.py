@@ -127,7 +127,7 @@ def test_an_expired_lock_goes_to_another_consumer_and_the_delivery_limit_archive
         # its second lock expires too: delivery count 2 is the limit, so it is archived, not redelivered
         third = share_consumer(b.bootstrap, "g", "locks")
         try:
-            assert [m.value() for m in _poll_until(third, lambda got: False, 6)] == []
+            assert [m.value() for m in _poll_until(third, lambda got: False, 4)] == []
         finally:
             third.close()
     finally:
@@ -209,11 +209,12 @@ def test_read_committed_share_group_never_sees_aborted_or_open_transactions(star
     p.flush(10)
     c = share_consumer(b.bootstrap, "rc", "txns")
     try:
-        got = _poll_until(c, lambda got: False, 6)
+        got = _poll_until(c, lambda got: b"committed-2" in [m.value() for m in got], 30)
+        got += _poll_until(c, lambda got: False, 1.5)
         assert [m.value() for m in got] == [b"committed-1", b"committed-2"]
         p.commit_transaction(30)
         later = _poll_until(c, lambda got: len(got) >= 1, 30)
-        later += _poll_until(c, lambda got: False, 2)
+        later += _poll_until(c, lambda got: False, 1)
         assert [m.value() for m in later] == [b"open-until-later"]
     finally:
         c.close()

@@ -149,13 +149,13 @@ def test_java_admin_lists_describes_alters_and_deletes_share_group_offsets(start
             c.close()
 
     assert sorted(consume(10)) == sorted(f"a{n}".encode() for n in range(10))
-    assert admin("list") == [{"op": "group", "group_id": "ag", "type": "Share", "state": "Empty"}]
-    assert admin("describe") == [{"op": "described", "group_id": "ag", "state": "Empty", "members": 0}]
-    assert admin("offsets") == [{"op": "offset", "topic": "adm", "partition": 0, "start_offset": 10, "lag": 0}]
+    assert admin("list", "describe", "offsets") == [
+        {"op": "group", "group_id": "ag", "type": "Share", "state": "Empty"},
+        {"op": "described", "group_id": "ag", "state": "Empty", "members": 0},
+        {"op": "offset", "topic": "adm", "partition": 0, "start_offset": 10, "lag": 0}]
     for n in range(10, 15):
         p.produce("adm", f"a{n}".encode())
     p.flush(10)
-    assert admin("offsets") == [{"op": "offset", "topic": "adm", "partition": 0, "start_offset": 10, "lag": 5}]
     # a member in the group: its offsets stay as they are
     member = share_consumer(b.bootstrap, "ag", "other-topic-nobody-writes")
     try:
@@ -163,13 +163,13 @@ def test_java_admin_lists_describes_alters_and_deletes_share_group_offsets(start
         while _members(b.port, "ag") != 1:
             assert time.monotonic() < deadline
             member.poll(0.2)
-        assert admin("alter", "adm", 0, 3) == [{"op": "error", "error": "GroupNotEmptyException"}]
+        assert admin("offsets", "alter:adm:0:3") == [
+            {"op": "offset", "topic": "adm", "partition": 0, "start_offset": 10, "lag": 5},
+            {"op": "error", "error": "GroupNotEmptyException"}]
     finally:
         member.close()
-    assert admin("alter", "adm", 0, 3) == [{"op": "altered"}]
-    assert admin("offsets") == [{"op": "offset", "topic": "adm", "partition": 0, "start_offset": 3, "lag": 12}]
+    assert admin("alter:adm:0:3", "offsets") == [
+        {"op": "altered"}, {"op": "offset", "topic": "adm", "partition": 0, "start_offset": 3, "lag": 12}]
     assert sorted(consume(12)) == sorted(f"a{n}".encode() for n in range(3, 15))
-    assert admin("delete-offsets", "adm") == [{"op": "deleted-offsets"}]
-    assert admin("offsets") == []
-    assert admin("delete-group") == [{"op": "deleted-group"}]
-    assert admin("list") == []
+    assert admin("delete-offsets:adm", "offsets", "delete-group", "list") == [
+        {"op": "deleted-offsets"}, {"op": "deleted-group"}]

@@ -15,25 +15,35 @@ import org.apache.kafka.common.utils.AppInfoParser;
 
 /**
  * Java kafka-clients 4.x Admin on share groups (KIP-932):
- * ShareAdmin BOOTSTRAP GROUP OP [ARGS...], OP one of
+ * ShareAdmin BOOTSTRAP GROUP OP..., each OP (its arguments after colons) one of
  *   list                      {"op": "group", group_id, type, state} per share group
  *   describe                  {"op": "described", group_id, state, members}
  *   offsets                   {"op": "offset", topic, partition, start_offset, lag} per share partition
- *   alter TOPIC P OFFSET      {"op": "altered"}
- *   delete-offsets TOPIC      {"op": "deleted-offsets"}
+ *   alter:TOPIC:P:OFFSET      {"op": "altered"}
+ *   delete-offsets:TOPIC      {"op": "deleted-offsets"}
  *   delete-group              {"op": "deleted-group"}
- * A failed call prints {"op": "error", "error": the exception's class}; every run ends with {"op": "done"}.
+ * run in turn; a failed call prints {"op": "error", "error": the exception's class} and the next goes on.
+ * Every run ends with {"op": "done"}.
  */
 public final class ShareAdmin {
     public static void main(String[] a) throws Exception {
-        String bootstrap = a[0], group = a[1], op = a[2];
+        String bootstrap = a[0], group = a[1];
         PrintStream out = System.out;
         System.setOut(System.err);
         out.println("{\"op\": \"start\", \"version\": \"" + AppInfoParser.getVersion() + "\"}");
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         try (Admin admin = Admin.create(p)) {
-            switch (op) {
+            for (int i = 2; i < a.length; i++) {
+                run(admin, group, a[i].split(":"), out);
+            }
+        }
+        out.println("{\"op\": \"done\"}");
+    }
+
+    private static void run(Admin admin, String group, String[] a, PrintStream out) throws Exception {
+        try {
+            switch (a[0]) {
                 case "list" -> {
                     for (GroupListing g : admin.listGroups(ListGroupsOptions.forShareGroups()).all().get()) {
                         out.println("{\"op\": \"group\", \"group_id\": \"" + g.groupId() + "\", \"type\": \""
@@ -58,23 +68,22 @@ public final class ShareAdmin {
                     }
                 }
                 case "alter" -> {
-                    admin.alterShareGroupOffsets(group, Map.of(new TopicPartition(a[3], Integer.parseInt(a[4])),
-                            Long.parseLong(a[5]))).all().get();
+                    admin.alterShareGroupOffsets(group, Map.of(new TopicPartition(a[1], Integer.parseInt(a[2])),
+                            Long.parseLong(a[3]))).all().get();
                     out.println("{\"op\": \"altered\"}");
                 }
                 case "delete-offsets" -> {
-                    admin.deleteShareGroupOffsets(group, Set.of(a[3])).all().get();
+                    admin.deleteShareGroupOffsets(group, Set.of(a[1])).all().get();
                     out.println("{\"op\": \"deleted-offsets\"}");
                 }
                 case "delete-group" -> {
                     admin.deleteShareGroups(List.of(group)).all().get();
                     out.println("{\"op\": \"deleted-group\"}");
                 }
-                default -> throw new IllegalArgumentException(op);
+                default -> throw new IllegalArgumentException(a[0]);
             }
         } catch (java.util.concurrent.ExecutionException e) {
             out.println("{\"op\": \"error\", \"error\": \"" + e.getCause().getClass().getSimpleName() + "\"}");
         }
-        out.println("{\"op\": \"done\"}");
     }
 }
