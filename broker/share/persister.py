@@ -37,7 +37,9 @@ SHARE_STATE_TOPIC = "__share_group_state"
 SNAPSHOT_KEY = 0  # the record type Kafka's share coordinator gives a ShareSnapshot
 READ_VERSION = WRITE_VERSION = DELETE_VERSION = 0
 RETRY_S = 0.1
-# a coordinator that moves or loads is asked again until this much of request.timeout.ms has passed
+# a coordinator that moves or loads is asked again for this share of request.timeout.ms, so that the client's
+# request (under the same timeout) is answered -- with the error, which it retries -- before it gives up
+RETRY_SHARE = 3
 RETRIABLE = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 
 log = logging.getLogger("moldau.share")
@@ -235,7 +237,7 @@ class SharePersister:
         return found
 
     async def _ask(self, key: ShareKey, local, remote) -> tuple[ErrorCode, Snapshot | None]:
-        deadline = time.monotonic() + self.config["request.timeout.ms"] / 1000
+        deadline = time.monotonic() + self.config["request.timeout.ms"] / 1000 / RETRY_SHARE
         while True:
             if not await self.ready():
                 error, found = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
