@@ -117,8 +117,9 @@ class SharePersister:
         return True
 
     async def loaded(self) -> None:
-        """Once the partitions this broker coordinates are loaded (the admin's and DeleteGroups' view)."""
-        if await self.ready():
+        """Once the partitions this broker coordinates are loaded (the admin's and DeleteGroups' view); at once
+        while there is no state topic (no share group ever wrote state: nothing to load, nothing made)."""
+        if self.logs.topic(SHARE_STATE_TOPIC) is not None:
             await self.owned.loaded()
 
     def on_election(self, partition: int, epoch: int) -> None:
