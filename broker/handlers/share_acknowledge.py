@@ -1,4 +1,5 @@
-"""ShareAcknowledge: accept, release or reject records a share consumer acquired (KIP-932).
+"""ShareAcknowledge: accept, release, reject or (v2, KIP-1222) renew the lock of records a share consumer
+acquired (KIP-932).
 
 Each partition's acknowledgement batches are applied all or none (INVALID_RECORD_STATE
 when an offset is not acquired by this member) and its new state is written to
@@ -12,7 +13,7 @@ from broker.share.manager import FINAL_EPOCH, INITIAL_EPOCH, SessionError
 from broker.share.persister import ShareKey
 
 API = "ShareAcknowledge"
-VERSIONS = (1, 1)
+VERSIONS = (1, 2)
 
 
 async def handle(broker, request, header):
@@ -36,6 +37,7 @@ async def handle(broker, request, header):
     if epoch == FINAL_EPOCH:
         manager.close_session(group_id, member_id)
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "acquisition_lock_timeout_ms": broker.share.group_config(group_id, "share.record.lock.duration.ms"),
             "node_endpoints": node_endpoints(broker, header, results), "responses": response_topics(results)}
 
 
@@ -75,5 +77,5 @@ def response_topics(results: dict) -> list[dict]:
 
 
 def _error(error: ErrorCode, message: str | None = None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": error, "error_message": message, "responses": [],
-            "node_endpoints": []}
+    return {"throttle_time_ms": 0, "error_code": error, "error_message": message, "acquisition_lock_timeout_ms": 0,
+            "responses": [], "node_endpoints": []}

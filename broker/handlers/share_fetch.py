@@ -15,9 +15,10 @@ from broker.share.persister import ShareKey
 from .share_acknowledge import acknowledge_all, leader_of, node_endpoints, response_topics
 
 API = "ShareFetch"
-VERSIONS = (1, 1)
+VERSIONS = (1, 2)
 
 DEFAULT_MAX_RECORDS = 500  # a request that names no positive MaxRecords
+RECORD_LIMIT = 1  # v2's ShareAcquireMode (KIP-1206): MaxRecords is a strict limit, batches may be split
 
 
 async def handle(broker, request, header):
@@ -42,6 +43,8 @@ async def handle(broker, request, header):
     if epoch == FINAL_EPOCH:
         manager.close_session(group_id, member_id)
         return _response(broker, header, results, lock_ms)
+    if request.get("is_renew_ack"):  # v2 (KIP-1222): a request that only renews locks acquires nothing
+        return _response(broker, header, results, lock_ms)
     for t in request["topics"]:
         for p in t["partitions"]:
             session.partitions[(t["topic_id"], p["partition_index"])] = None
@@ -50,16 +53,18 @@ async def handle(broker, request, header):
             session.partitions.pop((t["topic_id"], p), None)
     max_records = request["max_records"] if request["max_records"] > 0 else DEFAULT_MAX_RECORDS
     max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
-    acquired = await _acquire(broker, header, group_id, member_id, session, max_records, max_bytes, results)
+    limit = (max_records, request.get("share_acquire_mode") == RECORD_LIMIT)
+    acquired = await _acquire(broker, header, group_id, member_id, session, limit, max_bytes, results)
     if not acquired and request["max_wait_ms"] > 0:
         await manager.wait_for_change(list(session.partitions), request["max_wait_ms"] / 1000)
         if manager.sessions.get((group_id, member_id)) is session:  # (not closed or replaced meanwhile)
-            await _acquire(broker, header, group_id, member_id, session, max_records, max_bytes, results)
+            await _acquire(broker, header, group_id, member_id, session, limit, max_bytes, results)
     return _response(broker, header, results, lock_ms)
 
 
-async def _acquire(broker, header, group_id, member_id, session, max_records, max_bytes, results) -> int:
-    """Acquire from the session's partitions in turn; how many records."""
+async def _acquire(broker, header, group_id, member_id, session, limit, max_bytes, results) -> int:
+    """Acquire from the session's partitions in turn, ``limit`` = (MaxRecords, strictly); how many records."""
+    max_records, strict = limit
     total = 0
     for tp in list(session.partitions):
         if total >= max_records or max_bytes <= 0:
@@ -69,7 +74,7 @@ async def _acquire(broker, header, group_id, member_id, session, max_records, ma
             results.setdefault(tp, _partition(tp))["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             continue
         error, data, ranges = await broker.share.partitions.acquire(
-            group_id, member_id, ShareKey(group_id, *tp), max_records - total, max_bytes)
+            group_id, member_id, ShareKey(group_id, *tp), max_records - total, max_bytes, strict)
         if error or ranges:
             entry = results.setdefault(tp, _partition(tp))
             entry["error_code"] = error

@@ -174,9 +174,11 @@ class SharePartitionManager:
         sp, _, error = await self.partition(key)
         if sp is None:
             return error
+        renewed = now_ms() + self.broker.share.group_config(group_id, "share.record.lock.duration.ms")
         try:
             for batch in batches:
-                sp.acknowledge(member_id, batch["first_offset"], batch["last_offset"], batch["acknowledge_types"])
+                sp.acknowledge(member_id, batch["first_offset"], batch["last_offset"], batch["acknowledge_types"],
+                               renewed)
                 self.acknowledged.update(_type_counts(batch))
         except InvalidRecordState as exc:
             log.debug("share group %s: %s", group_id, exc)
@@ -185,8 +187,8 @@ class SharePartitionManager:
         self._wake(key.topic_id, key.partition)
         return error or written
 
-    async def acquire(self, group_id: str, member_id: str, key: ShareKey, max_records: int, max_bytes: int
-                      ) -> tuple[ErrorCode, bytes, list[dict]]:
+    async def acquire(self, group_id: str, member_id: str, key: ShareKey, max_records: int, max_bytes: int,
+                      record_limit: bool = False) -> tuple[ErrorCode, bytes, list[dict]]:
         """(error, the batches read, the acquired ranges) for one partition of a ShareFetch."""
         sp, log_, error = await self.partition(key)
         if sp is None:
@@ -209,7 +211,7 @@ class SharePartitionManager:
             return ErrorCode.NONE, b"", []
         headers = [(pos, hdr) for pos, hdr in scan_batches(data)]
         deadline = now_ms() + self.broker.share.group_config(group_id, "share.record.lock.duration.ms")
-        acquired = sp.acquire([hdr for _, hdr in headers], end, member_id, deadline, max_records, aborted)
+        acquired = sp.acquire([hdr for _, hdr in headers], end, member_id, deadline, max_records, aborted, record_limit)
         if not acquired:
             return ErrorCode.NONE, b"", []
         # hand back only the batches that hold acquired records

@@ -9,6 +9,7 @@ state and a delivery count:
     ACQUIRED --REJECT / GAP--> ARCHIVED
     ACQUIRED --RELEASE, lock timeout, session closed--> AVAILABLE,
              or ARCHIVED once the delivery count reached group.share.delivery.count.limit
+    ACQUIRED --RENEW--> ACQUIRED with a new lock deadline (KIP-1222)
 
 Offsets at or past ``next_offset`` were never acquired. The start moves past a
 prefix of ACKNOWLEDGED / ARCHIVED offsets. Offsets a log no longer holds (compacted
@@ -40,6 +41,7 @@ class AcknowledgeType(IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4  # KIP-1222: still acquired, its lock starts again
 
 
 DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
@@ -109,11 +111,12 @@ class SharePartition:
         return None
 
     def acquire(self, batches: list[BatchHeader], end: int, member_id: str, deadline_ms: int, max_records: int,
-                aborted: list[tuple[int, int]] | None = None) -> list[tuple[int, int, int]]:
+                aborted: list[tuple[int, int]] | None = None, record_limit: bool = False) -> list[tuple[int, int, int]]:
         """Acquire the AVAILABLE or new offsets of ``batches`` (read from the log, in order) below ``end``,
-        whole batches until at least ``max_records``: [(first, last, delivery count)]. ``aborted`` (a
-        read_committed read): (producer id, first offset) of the aborted transactions among the batches,
-        whose records are archived as a read_committed consumer would skip them."""
+        whole batches until at least ``max_records`` (``record_limit``, KIP-1206's mode: exactly at most
+        that many): [(first, last, delivery count)]. ``aborted`` (a read_committed read): (producer id, first
+        offset) of the aborted transactions among the batches, whose records are archived as a read_committed
+        consumer would skip them."""
         acquired: list[tuple[int, int, int]] = []
         count = 0
         pending = sorted(aborted or [], key=lambda txn: txn[1])
@@ -127,6 +130,8 @@ class SharePartition:
             if hdr.is_control:
                 aborting.discard(hdr.producer_id)  # that transaction's marker ends it
             for offset in range(hdr.base_offset, hdr.last_offset + 1):
+                if record_limit and count >= max_records:
+                    break
                 if offset < self.start or offset >= end:
                     continue
                 record = self.records.get(offset)
@@ -157,9 +162,10 @@ class SharePartition:
 
     # ---- acknowledging and releasing ------------------------------------------------
 
-    def acknowledge(self, member_id: str, first: int, last: int, types: list[int]) -> None:
-        """Apply one acknowledgement batch: one type for the whole range, or one per offset. All or none:
-        raises InvalidRecordState if any offset is not acquired by ``member_id``."""
+    def acknowledge(self, member_id: str, first: int, last: int, types: list[int], renewed_deadline_ms: int = 0) -> None:
+        """Apply one acknowledgement batch: one type for the whole range, or one per offset (a RENEW's lock
+        runs until ``renewed_deadline_ms``). All or none: raises InvalidRecordState if any offset is not
+        acquired by ``member_id``."""
         if (first < self.start or last >= self.next_offset or last < first or len(types) not in (1, last - first + 1)
                 or any(t not in AcknowledgeType._value2member_map_ for t in types)):
             raise InvalidRecordState(f"acknowledgement batch {first}-{last} outside the in-flight records or malformed")
@@ -174,6 +180,8 @@ class SharePartition:
                 self._set(offset, record, RecordState.ACKNOWLEDGED)
             elif kind == AcknowledgeType.RELEASE:
                 self._release(offset, record)
+            elif kind == AcknowledgeType.RENEW:
+                record.deadline_ms = renewed_deadline_ms
             else:
                 self._set(offset, record, RecordState.ARCHIVED)
         self._advance()

@@ -286,3 +286,48 @@ def test_a_closed_connection_releases_its_records_before_their_locks_expire(star
         assert time.monotonic() - started < 40
     finally:
         c.close()
+
+
+def test_renew_keeps_a_record_past_its_lock_and_record_limit_acquires_at_most_max_records(start_broker):
+    b = start_broker(SHARE_BROKER)  # locks of 2 s
+    new_topic(b.bootstrap, "renew")
+    _set_group_configs(b.port, "rg", {"share.auto.offset.reset": "earliest"})
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 50})
+    for n in range(3):
+        p.produce("renew", f"r{n}".encode())
+    p.flush(10)  # one batch of three records
+    with WireClient(b.port) as w:
+        topic_id = w.request("Metadata", 12, {"topics": [{"topic_id": None, "name": "renew"}],
+                                              "allow_auto_topic_creation": False,
+                                              "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+        epoch = 0
+
+        def fetch(acks: list[dict], **overrides) -> dict:
+            nonlocal epoch
+            body = {"group_id": "rg", "member_id": "renewing-member-0001", "share_session_epoch": epoch,
+                    "max_wait_ms": 2000, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 2, "batch_size": 2,
+                    "share_acquire_mode": 1, "is_renew_ack": False,
+                    "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0,
+                                                                       "acknowledgement_batches": acks}]}],
+                    "forgotten_topics_data": []}
+            body.update(overrides)
+            epoch += 1
+            answer = w.request("ShareFetch", 2, body)
+            assert answer["error_code"] == 0, answer
+            return answer["responses"][0]["partitions"][0] if answer["responses"] else {}
+
+        # record-limit mode: two of the batch's three records, not the whole batch
+        assert fetch([])["acquired_records"] == [{"first_offset": 0, "last_offset": 1, "delivery_count": 1}]
+        for _ in range(3):  # renewed each second, so held 3 s by 2 s locks
+            time.sleep(1)
+            renewed = fetch([{"first_offset": 0, "last_offset": 1, "acknowledge_types": [4]}], is_renew_ack=True,
+                            max_wait_ms=0, min_bytes=0, max_bytes=0, max_records=0)
+            assert renewed["acknowledge_error_code"] == 0 and renewed["acquired_records"] == []
+        ack = w.request("ShareAcknowledge", 2, {
+            "group_id": "rg", "member_id": "renewing-member-0001", "share_session_epoch": epoch, "is_renew_ack": False,
+            "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}]}]}]})
+        assert ack["error_code"] == 0 and ack["acquisition_lock_timeout_ms"] == 2000
+        assert ack["responses"][0]["partitions"][0]["error_code"] == 0  # still its own: the locks were renewed
