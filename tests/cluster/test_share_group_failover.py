@@ -15,20 +15,12 @@ from confluent_kafka import AcknowledgeType, Producer
 
 from broker.internal_topics import partition_for
 from helpers.cluster import CLUSTER_DEFAULTS, start_cluster  # noqa: F401 (fixture)
-from helpers.share import records, share_consumer, warm_up
+from helpers.share import records, share_consumer, topic_id, warm_up
 from helpers.wire import WireClient
 
 pytestmark = pytest.mark.timeout(240)
 
 STATE_PARTITIONS = 3
-
-
-def _topic_id(port: int, topic: str):
-    with WireClient(port) as w:
-        md = w.request("Metadata", 12, {"topics": [{"topic_id": None, "name": topic}],
-                                        "allow_auto_topic_creation": False,
-                                        "include_topic_authorized_operations": False})
-    return md["topics"][0]["topic_id"]
 
 
 def _consume(bootstrap: str, want: set[bytes], timeout: float) -> list[bytes]:
@@ -75,7 +67,7 @@ def test_share_group_state_survives_coordinator_and_leader_kills(start_cluster):
     assert sorted(got) == sorted(first)
 
     # the share coordinator of the key (group, topic id, 0) dies
-    key = f"sg:{_topic_id(cluster.brokers[1].port, 'sq')}:0"
+    key = f"sg:{topic_id(cluster.brokers[1].port, 'sq')}:0"
     state_partition = partition_for(key, STATE_PARTITIONS)
     coordinator = cluster.leader("__share_group_state", state_partition)
     assert coordinator > 0

@@ -7,6 +7,7 @@ import time
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
 from helpers.kafka import create_topic
+from helpers.wire import WireClient
 
 SHARE_BROKER = {"group.share.record.lock.duration.ms": 2000, "group.share.heartbeat.interval.ms": 500}
 
@@ -51,3 +52,12 @@ def warm_up(bootstrap: str, topic: str, consumers: list[ShareConsumer], explicit
 
 def new_topic(bootstrap: str, topic: str) -> None:
     create_topic(bootstrap, topic, 1)
+
+
+def topic_id(port: int, topic: str):
+    """The topic's id, as Metadata v12 tells it (share requests name topics by id)."""
+    with WireClient(port) as w:
+        md = w.request("Metadata", 12, {"topics": [{"topic_id": None, "name": topic}],
+                                        "allow_auto_topic_creation": False,
+                                        "include_topic_authorized_operations": False})
+    return md["topics"][0]["topic_id"]

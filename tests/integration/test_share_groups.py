@@ -12,9 +12,9 @@ import threading
 import time
 from collections import Counter
 
-from confluent_kafka import AcknowledgeType
+from confluent_kafka import AcknowledgeType, Producer
 
-from helpers.share import SHARE_BROKER, new_topic, records, share_consumer, warm_up
+from helpers.share import SHARE_BROKER, new_topic, records, share_consumer, topic_id, warm_up
 from helpers.wire import WireClient
 from operations.test_metrics import scrape
 
@@ -191,8 +191,6 @@ def _set_group_configs(port: int, group: str, configs: dict[str, str]) -> None:
 
 
 def test_read_committed_share_group_never_sees_aborted_or_open_transactions(start_broker):
-    from confluent_kafka import Producer
-
     b = start_broker(SHARE_BROKER)
     new_topic(b.bootstrap, "txns")
     _set_group_configs(b.port, "rc", {"share.isolation.level": "read_committed", "share.auto.offset.reset": "earliest"})
@@ -224,9 +222,7 @@ def test_bad_share_requests_get_error_codes(start_broker):
     b = start_broker(SHARE_BROKER)
     new_topic(b.bootstrap, "bad")
     with WireClient(b.port) as w:
-        topic_id = w.request("Metadata", 12, {"topics": [{"topic_id": None, "name": "bad"}],
-                                              "allow_auto_topic_creation": False,
-                                              "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+        tid = topic_id(b.port, "bad")
         beat = w.request("ShareGroupHeartbeat", 1, {"group_id": "bg", "member_id": "", "member_epoch": 0,
                                                     "rack_id": None, "subscribed_topic_names": ["bad"]})
         assert beat["error_code"] == 42  # INVALID_REQUEST: a member id is the client's own
@@ -238,7 +234,7 @@ def test_bad_share_requests_get_error_codes(start_broker):
             return w.request("ShareFetch", 1, {
                 "group_id": "bg", "member_id": "m" * 20, "share_session_epoch": epoch, "max_wait_ms": 0,
                 "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
-                "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0,
+                "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0,
                                                                    "acknowledgement_batches": acks}]}],
                 "forgotten_topics_data": []})
 
@@ -261,19 +257,15 @@ def test_a_closed_connection_releases_its_records_before_their_locks_expire(star
     b = start_broker(SHARE_BROKER)
     new_topic(b.bootstrap, "conn")
     _set_group_configs(b.port, "cg", {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "60000"})
-    from confluent_kafka import Producer
-
     p = Producer({"bootstrap.servers": b.bootstrap})
     p.produce("conn", b"held")
     p.flush(10)
     w = WireClient(b.port)
-    topic_id = w.request("Metadata", 12, {"topics": [{"topic_id": None, "name": "conn"}],
-                                          "allow_auto_topic_creation": False,
-                                          "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+    tid = topic_id(b.port, "conn")
     fetched = w.request("ShareFetch", 1, {
         "group_id": "cg", "member_id": "raw-member-0000000001", "share_session_epoch": 0, "max_wait_ms": 5000,
         "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
-        "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+        "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
         "forgotten_topics_data": []})
     assert fetched["responses"][0]["partitions"][0]["acquired_records"] == [
         {"first_offset": 0, "last_offset": 0, "delivery_count": 1}]
@@ -292,16 +284,12 @@ def test_renew_keeps_a_record_past_its_lock_and_record_limit_acquires_at_most_ma
     b = start_broker(SHARE_BROKER)  # locks of 2 s
     new_topic(b.bootstrap, "renew")
     _set_group_configs(b.port, "rg", {"share.auto.offset.reset": "earliest"})
-    from confluent_kafka import Producer
-
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 50})
     for n in range(3):
         p.produce("renew", f"r{n}".encode())
     p.flush(10)  # one batch of three records
     with WireClient(b.port) as w:
-        topic_id = w.request("Metadata", 12, {"topics": [{"topic_id": None, "name": "renew"}],
-                                              "allow_auto_topic_creation": False,
-                                              "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+        tid = topic_id(b.port, "renew")
         epoch = 0
 
         def fetch(acks: list[dict], **overrides) -> dict:
@@ -309,7 +297,7 @@ def test_renew_keeps_a_record_past_its_lock_and_record_limit_acquires_at_most_ma
             body = {"group_id": "rg", "member_id": "renewing-member-0001", "share_session_epoch": epoch,
                     "max_wait_ms": 2000, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 2, "batch_size": 2,
                     "share_acquire_mode": 1, "is_renew_ack": False,
-                    "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0,
+                    "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0,
                                                                        "acknowledgement_batches": acks}]}],
                     "forgotten_topics_data": []}
             body.update(overrides)
@@ -327,7 +315,7 @@ def test_renew_keeps_a_record_past_its_lock_and_record_limit_acquires_at_most_ma
             assert renewed["acknowledge_error_code"] == 0 and renewed["acquired_records"] == []
         ack = w.request("ShareAcknowledge", 2, {
             "group_id": "rg", "member_id": "renewing-member-0001", "share_session_epoch": epoch, "is_renew_ack": False,
-            "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+            "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
                 {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}]}]}]})
         assert ack["error_code"] == 0 and ack["acquisition_lock_timeout_ms"] == 2000
         assert ack["responses"][0]["partitions"][0]["error_code"] == 0  # still its own: the locks were renewed

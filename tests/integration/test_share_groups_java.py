@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from confluent_kafka import AcknowledgeType
+from confluent_kafka import AcknowledgeType, Producer
 
 from helpers.java_clients import JavaClients
 from helpers.share import SHARE_BROKER, new_topic, records, share_consumer, warm_up
@@ -119,8 +119,6 @@ def share_admin(tmp_path_factory) -> JavaClients:
 
 
 def test_java_admin_lists_describes_alters_and_deletes_share_group_offsets(start_broker, share_admin):
-    from confluent_kafka import Producer
-
     b = start_broker(SHARE_BROKER)
     new_topic(b.bootstrap, "adm")
     with WireClient(b.port) as w:
