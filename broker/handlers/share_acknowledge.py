@@ -18,6 +18,8 @@ VERSIONS = (1, 2)
 
 async def handle(broker, request, header):
     group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
+    if not broker.config["group.share.enable"]:
+        return _error(ErrorCode.UNSUPPORTED_VERSION, "share groups are disabled (group.share.enable)")
     if not group_id or not member_id or epoch == INITIAL_EPOCH:
         return _error(ErrorCode.INVALID_REQUEST, "GroupId, MemberId and an open share session are required")
     if not broker.authorizer.authorize(header, "Read", GROUP, group_id):

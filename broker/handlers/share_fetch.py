@@ -23,6 +23,8 @@ RECORD_LIMIT = 1  # v2's ShareAcquireMode (KIP-1206): MaxRecords is a strict lim
 
 async def handle(broker, request, header):
     group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
+    if not broker.config["group.share.enable"]:
+        return _error(ErrorCode.UNSUPPORTED_VERSION, 0, "share groups are disabled (group.share.enable)")
     if not group_id or not member_id:
         return _error(ErrorCode.INVALID_REQUEST, 0, "GroupId and MemberId are required")
     lock_ms = broker.share.group_config(group_id, "share.record.lock.duration.ms")

@@ -319,3 +319,15 @@ def test_renew_keeps_a_record_past_its_lock_and_record_limit_acquires_at_most_ma
                 {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}]}]}]})
         assert ack["error_code"] == 0 and ack["acquisition_lock_timeout_ms"] == 2000
         assert ack["responses"][0]["partitions"][0]["error_code"] == 0  # still its own: the locks were renewed
+
+
+def test_share_groups_switched_off(start_broker):
+    b = start_broker({"group.share.enable": "false"})
+    with WireClient(b.port) as w:
+        versions = w.request("ApiVersions", 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert not {k["api_key"] for k in versions["api_keys"]} & {76, 77, 78, 79, 90, 91, 92}
+        assert ("share.version", 0, 0) in [(f["name"], f["min_version_level"], f["max_version_level"])
+                                           for f in versions["finalized_features"]]
+        beat = w.request("ShareGroupHeartbeat", 1, {"group_id": "off", "member_id": "m" * 20, "member_epoch": 0,
+                                                    "rack_id": None, "subscribed_topic_names": ["t"]})
+        assert beat["error_code"] == 35  # UNSUPPORTED_VERSION
