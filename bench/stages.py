@@ -16,7 +16,6 @@ import os
 import re
 import sys
 import tempfile
-import time
 from bisect import bisect_left
 from collections import defaultdict
 from pathlib import Path

@@ -133,6 +133,8 @@ class KafkaConnection(asyncio.Protocol):
         self.request_queue.forget(self)
         if self.parked_fetch is not None:
             self.parked_fetch.cancel()  # nobody is left to answer; Kafka drops it too
+        if self.session is not None:
+            self.broker.share.partitions.connection_closed(self.session)
 
     def pause_writing(self):
         self.write_paused = True
@@ -507,6 +509,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
     tasks.append(supervisor.start("kafka-log-flusher", lambda: _flush_periodically(broker)))
     tasks.append(supervisor.start("PeriodicProducerExpirationCheck", lambda: _expire_producers_periodically(broker)))
     tasks.append(supervisor.start("kafka-log-retention", lambda: _apply_retention_periodically(broker)))
+    tasks.append(supervisor.start("share-group-timers", broker.share.run_timers))
     if broker.config["log.cleaner.enable"]:
         tasks.append(supervisor.start("kafka-log-cleaner-thread", _log_cleaner(broker)))
     try:
@@ -691,7 +694,7 @@ async def _clean_one_at_a_time(broker: Broker, pool: ThreadPoolExecutor) -> None
         except (OSError, CorruptRecord) as exc:
             broker.cleaner.discard(plan)
             log.error("cleaning %s-%d failed: %s; its segments stay as they were", topic, partition, exc)
-            await asyncio.sleep(backoff)
+            await asyncio.sleep(broker.config["log.cleaner.backoff.ms"] / 1000)
             continue
         log.info("cleaned %s-%d below offset %d: %d segment(s) rewritten, %d record(s) removed, "
                  "%.1f MB read, %.1f MB written in %.1f s", topic, partition, plan.end, swapped,

@@ -375,6 +375,7 @@ HEAVY = (
     "tests/reliability/test_damaged_files.py",
     "tests/cluster/test_coordinator_failover.py",
     "tests/cluster/test_consumer_group_failover.py",
+    "tests/cluster/test_share_group_failover.py",
 )
 # The next longest (15-40 s each), started right after: started last, one of them would keep a worker
 # busy long after the others ran out of tests.
@@ -397,6 +398,8 @@ LONG = (
     "tests/cluster/test_cluster_fetch_sessions.py",
     "tests/integration/test_java_clients.py",
     "tests/integration/test_consumer_group_protocol_java.py",
+    "tests/integration/test_share_groups_java.py",
+    "tests/integration/test_share_groups.py",
     "tests/reliability/test_request_queue.py",
     "tests/reliability/test_kill_loop.py",
     "tests/bench/test_bench_smoke.py",
