@@ -9,12 +9,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # `make run` needs the broker's own dependencies only (a few seconds); `make test` adds the test stack
-$(VENV)/.installed-broker: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+# constraints.txt: the versions the tests last passed with, so a fresh machine installs what was tested
+$(VENV)/.installed-broker: pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install -q -c constraints.txt -e .
 	touch $@
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+$(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
 	touch $@
 
 install: $(VENV)/.installed
