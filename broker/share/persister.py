@@ -92,7 +92,7 @@ class SharePersister:
         self.broker = broker
         self.logs, self.replicas, self.config = broker.logs, broker.replicas, broker.config
         self.num_partitions = self.config["share.coordinator.state.topic.num.partitions"]
-        self.owned = OwnedPartitions(SHARE_STATE_TOPIC)
+        self.owned = OwnedPartitions(SHARE_STATE_TOPIC, broker.supervisor)
         self.snapshots: dict[ShareKey, Snapshot] = {}  # the keys of the partitions coordinated here
         self._epochs: dict[ShareKey, int] = {}
         self._channel = None
