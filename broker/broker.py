@@ -12,7 +12,7 @@ from storage.errors import InvalidTopic, TopicExists
 from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 
-from . import faults
+from . import faults, stages
 from .client_quotas import ClientQuotas
 from .cluster.metadata import NO_LEADER
 from .cluster.replica_manager import ReplicaManager
@@ -30,6 +30,8 @@ from .security import authorizer
 from .security.scram_credentials import CREDENTIALS_FILE, ScramCredentials
 from .security.tls_reload import ListenerContexts
 from .supervisor import Supervisor
+from .share import ShareGroups
+from .share.persister import SHARE_STATE_TOPIC
 from .transaction import TransactionCoordinator
 from .transaction.state_manager import TRANSACTION_STATE_TOPIC
 
@@ -38,7 +40,7 @@ log = logging.getLogger("moldau.broker")
 # Kafka sizes the cleaner's map in entries of a 16-byte key hash and an 8-byte offset
 DEDUPE_BYTES_PER_KEY = 24
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", SHARE_STATE_TOPIC})
 
 
 async def in_steps(steps) -> None:
@@ -94,6 +96,7 @@ class Broker:
         self.replicas = ReplicaManager(self)
         self.store = self.replicas.store = _metadata_store(self)
         self.groups = GroupCoordinator(self.logs, self.replicas, config, self.notify_append, self.supervisor)
+        self.share = ShareGroups(self)
         self.transactions = TransactionCoordinator(
             self.logs, self.replicas, config, self.producer_ids, self.partition_leader, self.notify_append,
             self.supervisor
@@ -129,7 +132,8 @@ class Broker:
     def leadership_changed(self, topic: str, partition: int, leader: bool, epoch: int) -> None:
         """A coordinator takes over the keys of an internal topic's partition this broker now leads
         (Kafka's onElection) and gives up those of one it no longer leads (onResignation)."""
-        coordinator = {OFFSETS_TOPIC: self.groups, TRANSACTION_STATE_TOPIC: self.transactions}.get(topic)
+        coordinator = {OFFSETS_TOPIC: self.groups, TRANSACTION_STATE_TOPIC: self.transactions,
+                       SHARE_STATE_TOPIC: self.share.persister}.get(topic)
         if coordinator is None:
             return
         if leader:
@@ -261,7 +265,9 @@ class Broker:
         self.replicas.on_append(topic, partition)
         log_ = self.logs.log(topic, partition)
         if log_ is not None:
+            stages.mark("appended", topic, partition, log_.log_end_offset)
             self.fetch_purgatory.check_and_complete(log_)
+        self.share.partitions.notify_append(topic, partition)
 
 
 def _remove_files(files) -> None:

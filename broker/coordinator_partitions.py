@@ -90,6 +90,11 @@ class OwnedPartitions:
         self.states[partition] = (ACTIVE, self.states[partition][1])
         log.debug("%s-%d loaded: coordinator at epoch %d", self.topic, partition, self.states[partition][1])
 
+    async def loaded(self) -> None:
+        """Once every load under way has ended (the share coordinator's admin view waits for it)."""
+        while self._loads:
+            await asyncio.wait(list(self._loads.values()))
+
     def resign(self, partition: int) -> bool:
         """No longer leader of ``partition``; True if it was loading or served here."""
         if self._loads.pop(partition, None) is not None:

@@ -8,8 +8,10 @@ may see moving past the fetch offset completes it; an end that has not moved
 larger min_bytes the bytes appended since parking are the active segment's
 growth, no read needed; a change that cannot be sized that way (a roll, a
 moved last stable offset) completes the fetch. The handler then reads once.
-Its task awaits ``completed``; cancelling it (its connection closed) takes
-the fetch out of the purgatory.
+The handler parks the fetch before it returns, in the turn of its read: an
+append between that read and the first turn of the task that awaits the
+answer is seen. Cancelling that task (its connection closed) takes the fetch
+out of the purgatory, at the latest once max_wait_ms has passed.
 """
 
 from __future__ import annotations
@@ -93,16 +95,22 @@ class FetchPurgatory:
     def __init__(self) -> None:
         self._watchers: dict[str, set[DelayedFetch]] = {}
 
-    async def park(self, delayed: DelayedFetch, max_wait_s: float) -> None:
-        """Wait until ``delayed`` completes or ``max_wait_s`` passes."""
+    def watch(self, delayed: DelayedFetch, max_wait_s: float) -> asyncio.Future:
+        """Watch ``delayed`` from now on; the future it returns is done once it completes or ``max_wait_s``
+        passes. Called by the handler itself, not by the task that awaits the answer: that task first runs a
+        turn of the loop later, and an append in between (another connection's Produce, handled in the same
+        turn) would otherwise find nobody waiting and leave the fetch parked for its whole max_wait_ms. A
+        cancelled wait (its connection closed) stops being watched too."""
         for name in delayed.topics:
             self._watchers.setdefault(name, set()).add(delayed)
         timer = asyncio.get_running_loop().call_later(max_wait_s, delayed.force_complete)
-        try:
-            await delayed.completed
-        finally:
+
+        def done(_) -> None:
             timer.cancel()
             self._remove(delayed)
+
+        delayed.completed.add_done_callback(done)
+        return delayed.completed
 
     def check_and_complete(self, log_: Log) -> None:
         """An append to ``log_``: re-check the fetches watching its topic; completed ones stop being watched."""

@@ -20,6 +20,9 @@ INTERNAL_TOPIC_SETTINGS = {
     "__consumer_offsets": ("offsets.topic.num.partitions", "offsets.topic.replication.factor", None),
     "__transaction_state": ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
                             "transaction.state.log.min.isr"),
+    # made on first need, on a standalone broker too (broker/share/persister.py)
+    "__share_group_state": ("share.coordinator.state.topic.num.partitions",
+                            "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr"),
 }
 
 

@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, SummaryMetricFamily
 
 from broker.errors import ErrorCode
+from broker.share import metrics as share_metrics
 from broker.transaction.metadata import TransactionState
 
 log = logging.getLogger("moldau.metrics")
@@ -144,6 +145,7 @@ class BrokerMetrics:
         yield from self._transactions()
         yield from self._groups()
         yield from self._cluster_view()
+        yield from share_metrics.collect(self.broker)
         connections = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
                                         "Open client connections", labels=["listener"])
         by_listener = Counter(conn.listener.name for conn in self.connections)

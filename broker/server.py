@@ -2,7 +2,10 @@
 
 Like Kafka's socket server, a connection handles one request at a time and
 answers in order: pipelined requests wait in a queue while a handler that
-must wait (a long-polling Fetch) runs. A connection handles at most
+must wait (a long-polling Fetch) runs -- except an acks=all Produce that has
+appended and waits for its replicas (delayed_produce.py): the requests behind
+it are handled meanwhile, their answers held until its own has gone out. A
+connection handles at most
 _REQUESTS_PER_TURN requests before the others get a turn. It reads nothing
 more while a request it sent waits to be handled (as Kafka mutes a channel
 with a request in flight), while its socket's send buffer is full (a client
@@ -26,12 +29,13 @@ from protocol.frames import FrameDecoder, FrameError, decode_request_header, res
 from protocol.records import CorruptRecord
 from storage.cleaner import CleaningStopped
 
-from . import faults
+from . import faults, stages
 from .broker import Broker, now_ms
 from .config import ConfigError
 from .client_quotas import client_quota_throttle
 from .cluster.channel import InterBrokerChannel
 from .connection_quotas import ConnectionQuotas
+from .delayed_produce import DelayedProduce
 from .handlers import HANDLERS, api_versions
 from .handlers.fetch import replica_id_of
 from .listeners import Listener, inter_broker_listener
@@ -53,6 +57,9 @@ _REQUESTS_PER_TURN = 16  # then the other connections get a turn
 # answers collected before they go to the transport: past this the transport's flow control
 # (pause_writing) must get a say, or a client that never reads has every queued request answered in memory
 _OUTBOX_LIMIT = 64 * 1024
+# answers a connection may owe behind a Produce waiting for its replicas before it handles no more requests
+# (what they hold is bounded by the client's in-flight requests, librdkafka's default being a million)
+_UNANSWERED_LIMIT = 128
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -80,6 +87,9 @@ class KafkaConnection(asyncio.Protocol):
         self.client_host = ""
         self.busy = False
         self.parked_fetch: asyncio.Task | None = None  # dropped if the connection closes first
+        # from the oldest delayed Produce still waiting for its replicas on: one slot per request, set to
+        # what sends its answer once known; answers go out from the front, in the order of the requests
+        self.unanswered: deque[list] = deque()
         self.write_paused = False
         self.read_paused = False
         self.closed = False
@@ -127,6 +137,8 @@ class KafkaConnection(asyncio.Protocol):
         self.request_queue.forget(self)
         if self.parked_fetch is not None:
             self.parked_fetch.cancel()  # nobody is left to answer; Kafka drops it too
+        if self.session is not None:
+            self.broker.share.partitions.connection_closed(self.session)
 
     def pause_writing(self):
         self.write_paused = True
@@ -175,7 +187,8 @@ class KafkaConnection(asyncio.Protocol):
 
     @property
     def _can_handle(self) -> bool:
-        return not (self.busy or self.closed or self.write_paused or self.muted)
+        return not (self.busy or self.closed or self.write_paused or self.muted
+                    or len(self.unanswered) >= _UNANSWERED_LIMIT)
 
     def _hold_queue_places(self) -> None:
         """Queued requests hold places in the broker's request queue only while this connection could
@@ -252,7 +265,8 @@ class KafkaConnection(asyncio.Protocol):
         if not handler.min_version <= version <= handler.max_version:
             if handler.name == "ApiVersions":
                 # answered in v0 form so the client can pick a version we serve
-                self.send(handler.name, 0, header.correlation_id, api_versions.unsupported_version())
+                self._in_order(lambda: self.send(handler.name, 0, header.correlation_id,
+                                                 api_versions.unsupported_version()))
                 return
             raise FrameError(f"{handler.name} v{version} is not supported")
         if len(frame) >= _LARGE_REQUEST_BYTES:
@@ -270,13 +284,18 @@ class KafkaConnection(asyncio.Protocol):
                 self.close(f"{handler.name} from {session.principal} refused: only super users may send it")
                 return
             if refusal is not None:
-                self._reply(handler.name, header, refusal, (len(frame), 0.0))
+                self._in_order(lambda: self._reply(handler.name, header, refusal, (len(frame), 0.0)))
                 return
         if handler.name == "Fetch" and self.follower < 0:
             self.follower = replica_id_of(request)
         started = time.perf_counter()
         result = handler.handle(self.broker, request, header)
         usage = (len(frame), time.perf_counter() - started)  # what client quotas count of this request
+        if isinstance(result, DelayedProduce) and len(frame) < _LARGE_REQUEST_BYTES:
+            slot = [None]
+            self.unanswered.append(slot)
+            self.broker.supervisor.spawn(self._finish_produce(header, result, request, started, usage, slot))
+            return
         if inspect.isawaitable(result) or len(frame) >= _LARGE_REQUEST_BYTES:
             self.busy = True
             task = self.broker.supervisor.spawn(self._finish(handler.name, header, result, request, started, usage))
@@ -313,7 +332,7 @@ class KafkaConnection(asyncio.Protocol):
                 throttle = self._throttle(name, header, result, usage)
                 chunks = await asyncio.get_running_loop().run_in_executor(
                     None, response_chunks, name, header.api_version, header.correlation_id, result)
-                self._send_chunks(chunks)
+                self._in_order(lambda: self._send_chunks(chunks))
                 self._mute(throttle / 1000)
             elif not self.closed:
                 self._answer(name, header, result, usage)
@@ -327,13 +346,45 @@ class KafkaConnection(asyncio.Protocol):
             self.parked_fetch = None
         self._process()
 
+    async def _finish_produce(self, header, delayed: DelayedProduce, request, started, usage, slot: list) -> None:
+        """Answer a delayed Produce once its replicas have its batches, after the answers in front of it."""
+        try:
+            result = await delayed
+            if self.broker.metrics:
+                self.broker.metrics.request("Produce", started, request, result)
+            slot[0] = lambda: self._answer_now("Produce", header, result, usage)
+        except Exception:
+            log.exception("Produce handler failed; closing connection from %s", self.peer)
+            slot[0] = lambda: self.close("internal error")
+        self._send_ready()
+        self._process()
+
+    def _in_order(self, send) -> None:
+        """``send`` now, or once the answers owed in front of it are out."""
+        if self.unanswered:
+            self.unanswered.append([send])
+        else:
+            send()
+
+    def _send_ready(self) -> None:
+        while self.unanswered and self.unanswered[0][0] is not None:
+            self.unanswered.popleft()[0]()
+
     def _answer(self, name: str, header, result: dict | None, usage: tuple[int, float]) -> None:
+        if self.unanswered:
+            self.unanswered.append([lambda: self._answer_now(name, header, result, usage)])
+        else:
+            self._answer_now(name, header, result, usage)
+
+    def _answer_now(self, name: str, header, result: dict | None, usage: tuple[int, float]) -> None:
         """Reply, unless the lost-acknowledgement fault hook closes the connection instead
         (also after an acks=all wait: the records are then on the in-sync replicas)."""
         if result is not None and self.drop_response(name):
             self.close(f"fault injection ({faults.DROP_RESPONSE_ENV}): {name} response dropped")
         else:
             self._reply(name, header, result, usage)
+            if name == "Produce" and result is not None and stages.on():
+                stages.produce_answered(result)
 
     def _reply(self, name: str, header, result: dict | None, usage: tuple[int, float]) -> None:
         """Send the answer (None: none, Produce with acks=0) with the throttle time client quotas give,
@@ -470,6 +521,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
     tasks.append(supervisor.start("kafka-log-flusher", lambda: _flush_periodically(broker)))
     tasks.append(supervisor.start("PeriodicProducerExpirationCheck", lambda: _expire_producers_periodically(broker)))
     tasks.append(supervisor.start("kafka-log-retention", lambda: _apply_retention_periodically(broker)))
+    tasks.append(supervisor.start("share-group-timers", broker.share.run_timers))
     if broker.config["log.cleaner.enable"]:
         tasks.append(supervisor.start("kafka-log-cleaner-thread", _log_cleaner(broker)))
     try:
@@ -654,7 +706,7 @@ async def _clean_one_at_a_time(broker: Broker, pool: ThreadPoolExecutor) -> None
         except (OSError, CorruptRecord) as exc:
             broker.cleaner.discard(plan)
             log.error("cleaning %s-%d failed: %s; its segments stay as they were", topic, partition, exc)
-            await asyncio.sleep(backoff)
+            await asyncio.sleep(broker.config["log.cleaner.backoff.ms"] / 1000)
             continue
         log.info("cleaned %s-%d below offset %d: %d segment(s) rewritten, %d record(s) removed, "
                  "%.1f MB read, %.1f MB written in %.1f s", topic, partition, plan.end, swapped,

@@ -375,6 +375,7 @@ HEAVY = (
     "tests/reliability/test_damaged_files.py",
     "tests/cluster/test_coordinator_failover.py",
     "tests/cluster/test_consumer_group_failover.py",
+    "tests/cluster/test_share_group_failover.py",
 )
 # The next longest (15-40 s each), started right after: started last, one of them would keep a worker
 # busy long after the others ran out of tests.
@@ -398,6 +399,8 @@ LONG = (
     "tests/cluster/test_cluster_fetch_sessions.py",
     "tests/integration/test_java_clients.py",
     "tests/integration/test_consumer_group_protocol_java.py",
+    "tests/integration/test_share_groups_java.py",
+    "tests/integration/test_share_groups.py",
     "tests/reliability/test_request_queue.py",
     "tests/reliability/test_kill_loop.py",
     "tests/bench/test_bench_smoke.py",
@@ -524,10 +527,8 @@ def java(tmp_path_factory):
 
     try:
         return JavaClients.build(tmp_path_factory.mktemp("java"))
-    except JavaUnavailable as exc:
-        if os.environ.get("CI"):  # CI installs everything: a missing jar there is a broken install step
-            pytest.fail(f"Java clients unavailable: {exc}", pytrace=False)
-        pytest.skip(f"Java clients unavailable: {exc}")
+    except JavaUnavailable as exc:  # make test-deps installs them: a missing jar is a broken install step
+        pytest.fail(f"Java clients unavailable: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

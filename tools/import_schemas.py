@@ -7,7 +7,12 @@ and prose. Run: python tools/import_schemas.py [path/to/schemas/resources ...]
 
 Definitions are merged into the existing file, so a source that lacks some (the
 wheel has no KIP-848 APIs, nor the group coordinator's record schemas, which come
-from Kafka's clients/ and group-coordinator/ resources) does not drop them.
+from Kafka's clients/ and group-coordinator/ resources) does not drop them. The
+KIP-932 share group APIs are Kafka 4.1's stable versions (ShareGroupHeartbeat,
+ShareGroupDescribe, ShareFetch, ShareAcknowledge v1; the share-state APIs and
+the admin offsets APIs) and ShareSnapshotKey/Value the share coordinator's record
+v0, written into the file from Kafka's definitions; an import from a newer Kafka
+leaves the records alone (the broker writes exactly those fields).
 """
 
 import json

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 
+from broker import stages
 from broker.errors import ErrorCode
 from protocol import codec
 from protocol.records import valid_prefix
@@ -140,12 +141,15 @@ class ReplicaFetcher:
         """The next Fetch request, and each partition's fetch state it was made from."""
         wanted: dict = {}
         sent = {}
+        trace = stages.on()
         for key, partition in self.partitions.items():
             topic = self.broker.logs.topic(key[0])
             if topic is None:
                 continue
             log_ = partition.log
             sent[key] = _fetch_state(partition)
+            if trace:
+                stages.mark("fetch-sent", key[0], key[1], log_.log_end_offset)
             wanted[(topic.topic_id, key[1])] = {
                 "partition": key[1],
                 "current_leader_epoch": partition.leader_epoch,
@@ -223,6 +227,8 @@ class ReplicaFetcher:
         if records:
             buf = bytearray(records)
             batches, end, _ = valid_prefix(buf)
+            if batches:
+                stages.mark("received", partition.topic, partition.index, batches[-1][1].next_offset)
             if batches and log_.log_end_offset == log_.log_start_offset and \
                     batches[0][1].base_offset < log_.log_end_offset < batches[0][1].next_offset:
                 # an empty log that starts inside the leader's first batch (DeleteRecords cut it): it begins

@@ -13,17 +13,20 @@ one, and the high watermark is the log end offset.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import time
 from dataclasses import dataclass
 
-from broker import faults
+from broker import faults, stages
 from broker.errors import ErrorCode
 from storage.log import Log
 
 from .metadata import NO_LEADER, PartitionState
 
 log = logging.getLogger("moldau.replica")
+_arrivals = itertools.count()  # orders waits for the same offset, so the heap never compares futures
 
 ROLE_SUMMARY_S = 0.1  # leaderships taken or given up within this long are logged in one line
 
@@ -48,7 +51,9 @@ class Partition:
         self.log = log_
         self.state = state
         self.followers: dict[int, FollowerState] = {}
-        self._hw_waiters: list[tuple[int, int, asyncio.Future]] = []  # (offset, leader epoch, future)
+        # acks=all waits, a heap of (offset, arrival, leader epoch, future): a high watermark that moves takes
+        # those it passed off the front, so a deep pipeline of waits costs no scan of them all per move
+        self._hw_waiters: list[tuple[int, int, int, asyncio.Future]] = []
         self.isr_change_pending = False
         # where this broker's current leadership began (Kafka's leaderEpochStartOffsetOpt); None as a follower
         self.epoch_start_offset: int | None = None
@@ -89,7 +94,7 @@ class Partition:
         self.followers = {r: FollowerState(last_caught_up_ms=now) for r in state.replicas if r != self.manager.node_id}
         self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
         self.epoch_start_offset = self.log.log_end_offset
-        self._complete_waiters()  # those of an earlier epoch fail: what they wait for may have been cut since
+        self._fail_waiters()  # those of an earlier epoch: what they wait for may have been cut since
         if state.unclean:
             log.warning("%s-%d: elected by unclean leader election at epoch %d; this replica's log ends at "
                         "offset %d, and records other replicas had past it are lost",
@@ -108,6 +113,7 @@ class Partition:
             follower.last_caught_up_ms = now
         elif fetch_offset >= follower.leader_end_at_last_fetch:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        stages.mark("follower-fetch", self.topic, self.index, fetch_offset, replica_id)
         follower.log_end_offset = fetch_offset
         follower.last_fetch_ms = now
         follower.leader_end_at_last_fetch = leader_end
@@ -132,6 +138,7 @@ class Partition:
                  for r in set(self.state.isr) | set(self.proposed_isr) if r != self.manager.node_id]
         candidate = min(ends)
         if candidate > self.high_watermark:
+            stages.mark("high-watermark", self.topic, self.index, candidate)
             self.log.set_high_watermark(candidate)
             self._complete_waiters()
             self.manager.broker.fetch_purgatory.check_and_complete(self.log)  # consumers waiting for it
@@ -147,15 +154,12 @@ class Partition:
         if self.high_watermark >= offset:
             return True
         fut = asyncio.get_running_loop().create_future()
-        entry = (offset, leader_epoch, fut)
-        self._hw_waiters.append(entry)
+        heapq.heappush(self._hw_waiters, (offset, next(_arrivals), leader_epoch, fut))
         try:
-            return await asyncio.wait_for(fut, timeout_s)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout_s):
+                return await fut  # (a wait that timed out leaves the heap when the high watermark passes it)
+        except TimeoutError:
             return False
-        finally:
-            if entry in self._hw_waiters:
-                self._hw_waiters.remove(entry)
 
     async def wait_for_replication(self, offset: int, leader_epoch: int, timeout_s: float) -> ErrorCode:
         """acks=all once appended below ``offset`` at ``leader_epoch``: the error its writer gets (NONE once
@@ -173,17 +177,26 @@ class Partition:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     def _complete_waiters(self) -> None:
+        """The waits the high watermark has reached: True for those of this leadership."""
         hw = self.high_watermark
+        waiters = self._hw_waiters
+        while waiters and waiters[0][0] <= hw:
+            _, _, epoch, fut = heapq.heappop(waiters)
+            if not fut.done():
+                fut.set_result(self.is_leader and epoch == self.leader_epoch)
+
+    def _fail_waiters(self) -> None:
+        """A leadership began or ended: the waits of any other leadership fail."""
         keep = []
-        for offset, epoch, fut in self._hw_waiters:
+        for entry in self._hw_waiters:
+            fut = entry[3]
             if fut.done():
                 continue
-            if not self.is_leader or epoch != self.leader_epoch:
-                fut.set_result(False)
-            elif hw >= offset:
-                fut.set_result(True)
+            if self.is_leader and entry[2] == self.leader_epoch:
+                keep.append(entry)
             else:
-                keep.append((offset, epoch, fut))
+                fut.set_result(False)
+        heapq.heapify(keep)
         self._hw_waiters = keep
 
     def apply(self, state: PartitionState) -> None:
@@ -202,7 +215,7 @@ class Partition:
                                                         f"{state.leader_epoch})")
             self.followers = {}
             self.epoch_start_offset = None
-            self._complete_waiters()
+            self._fail_waiters()
             self.manager.broker.leadership_changed(self.topic, self.index, False, state.leader_epoch)
         elif state.leader == me:
             # an ISR change under this leader, its own or the controller's (a follower gone)

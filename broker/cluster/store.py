@@ -146,7 +146,8 @@ class LocalMetadataStore(MetadataStore):
         self.broker.groups.manager.open_topic()
         self.broker.transactions.state_manager.open_topic()
         for name in INTERNAL_TOPIC_SETTINGS:
-            for p in range(self.broker.logs.topic(name).num_partitions):
+            topic = self.broker.logs.topic(name)
+            for p in range(topic.num_partitions if topic is not None else 0):  # (one made on first need: later)
                 self.broker.leadership_changed(name, p, True, 0)
 
     async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicMetadata:

@@ -41,6 +41,9 @@ from . import (
     write_txn_markers,
 )
 from . import consumer_group_describe, consumer_group_heartbeat
+from . import share_acknowledge, share_fetch, share_group_describe, share_group_heartbeat
+from . import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets
+from . import delete_share_group_state, read_share_group_state, write_share_group_state
 from . import (
     delete_groups,
     describe_groups,
@@ -110,6 +113,17 @@ _MODULES = [
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,
+    # share groups (KIP-932)
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
+    describe_share_group_offsets,
+    alter_share_group_offsets,
+    delete_share_group_offsets,
+    read_share_group_state,
+    write_share_group_state,
+    delete_share_group_state,
     # transactions
     add_partitions_to_txn,
     add_offsets_to_txn,

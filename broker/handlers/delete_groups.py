@@ -12,7 +12,11 @@ async def handle(broker, request, header) -> dict:
     names = request["groups_names"]
     allowed = [g for g in names if broker.authorizer.authorize(header, "Delete", GROUP, g)]
     results = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in names}
-    results.update(broker.groups.delete_groups(allowed) if allowed else {})
+    await broker.share.persister.loaded()
+    shared = broker.share.groups.group_ids()
+    results.update(broker.groups.delete_groups([g for g in allowed if g not in shared]) if allowed else {})
+    for group_id in [g for g in allowed if g in shared]:
+        results[group_id] = await broker.share.groups.delete(group_id)
     for group_id, error in results.items():  # each answered once its tombstones are committed
         results[group_id] = await settled(broker.groups.committed(group_id, error))
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": e} for g, e in results.items()]}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
+from broker import stages
 from broker.broker import now_ms
 from broker.delayed_fetch import DelayedFetch
 from broker.fetch_session import FetchContext, new_context
@@ -122,18 +123,21 @@ def handle(broker, request, header):
                                   isolation, max_bytes, answered)
     if broker.authorizer.enabled:
         _deny_unreadable(broker, request, header, found)
+    if replica_id_of(request) >= 0 and stages.on():
+        _mark_sent(broker, replica_id_of(request), found)
     diverged = any(a.diverging_epoch is not None for a in answered.values())
     if total >= request["min_bytes"] or request["max_wait_ms"] <= 0 or diverged:
         return _response(broker, context, found)
     delayed = DelayedFetch(broker.logs, context.partitions, context.topics, isolation, request["min_bytes"], total)
     if not delayed.topics:
         return _response(broker, context, found)
-    return _complete_later(broker, context, delayed, max_bytes, request["max_wait_ms"], answered, request, header)
+    parked = broker.fetch_purgatory.watch(delayed, request["max_wait_ms"] / 1000)
+    return _complete_later(broker, context, delayed, parked, max_bytes, answered, request, header)
 
 
-async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, max_bytes: int, max_wait_ms: int,
+async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, parked, max_bytes: int,
                           answered: dict, request, header):
-    await broker.fetch_purgatory.park(delayed, max_wait_ms / 1000)
+    await parked
     isolation = delayed.isolation
     candidates = context.candidates()
     if replica_id_of(request) < 0:  # a client's session may have more to read now (a follower's reads them all)
@@ -142,7 +146,17 @@ async def _complete_later(broker, context: FetchContext, delayed: DelayedFetch, 
                               max_bytes, answered)
     if broker.authorizer.enabled:
         _deny_unreadable(broker, request, header, found)
+    if replica_id_of(request) >= 0 and stages.on():
+        _mark_sent(broker, replica_id_of(request), found)
     return _response(broker, context, found)
+
+
+def _mark_sent(broker, replica_id: int, found: dict[TopicPartition, PartitionData]) -> None:
+    for key, data in found.items():
+        if data.records:
+            topic = broker.logs.topic_by_id(key.topic) if isinstance(key.topic, uuid.UUID) else None
+            stages.mark("sent", topic.name if topic else key.topic, key.partition, stages.records_end(data.records),
+                        replica_id)
 
 
 def _deny_unreadable(broker, request, header, found: dict[TopicPartition, PartitionData]) -> None:

@@ -1,4 +1,5 @@
-"""ListGroups: every group on this coordinator, optionally filtered by state (v4+) and type (v5+)."""
+"""ListGroups: every group on this coordinator (share groups too: type "share"), optionally filtered by state
+(v4+) and type (v5+)."""
 
 from broker.security.authorizer import GROUP
 
@@ -20,9 +21,12 @@ def handle(broker, request, header) -> dict:
     types = {t.lower() for t in request["types_filter"]}
     authorizer = broker.authorizer
     everything = authorizer.authorize_cluster(header, "Describe")
+    listed = [(_listed(g), g.group_id) for g in broker.groups.groups.values()]
+    listed += [({"group_id": g, "protocol_type": "share", "group_state": broker.share.groups.state(g),
+                 "group_type": "share"}, g) for g in sorted(broker.share.groups.group_ids())]
     groups = [
-        listed for listed, g in ((_listed(g), g) for g in broker.groups.groups.values())
-        if (not states or listed["group_state"].lower() in states) and (not types or listed["group_type"] in types)
-        and (everything or authorizer.authorize(header, "Describe", GROUP, g.group_id))
+        entry for entry, group_id in listed
+        if (not states or entry["group_state"].lower() in states) and (not types or entry["group_type"] in types)
+        and (everything or authorizer.authorize(header, "Describe", GROUP, group_id))
     ]
     return {"throttle_time_ms": 0, "error_code": 0, "groups": groups}

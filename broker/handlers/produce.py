@@ -13,8 +13,8 @@ adds the partition to the transaction instead.
 Only the partition's leader appends (NOT_LEADER_OR_FOLLOWER elsewhere); it
 stamps its leader epoch into the batch. acks=all needs min.insync.replicas in
 the ISR before appending (NOT_ENOUGH_REPLICAS) and answers once the high
-watermark has passed the batch -- waiting without holding up the event loop --
-or REQUEST_TIMED_OUT at the request's timeout, or
+watermark has passed the batch -- waiting without holding up the event loop or
+the connection's next requests (delayed_produce.py) -- or REQUEST_TIMED_OUT at the request's timeout, or
 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile.
 A batch with a producer id new to its user past the user's producer_ids_rate
 is THROTTLING_QUOTA_EXCEEDED (client_quotas.py, KIP-936).
@@ -27,6 +27,7 @@ import logging
 from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
 from broker.client_quotas import QUOTA_EXCEEDED, ProducerIds
 from broker.coordinator_partitions import settled
+from broker.delayed_produce import DelayedProduce
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 from protocol.compression import CODECS
@@ -264,8 +265,12 @@ async def _added_here(broker, transactional_id: str, producer_id: int, epoch: in
 
 async def _wait_for_replicas(response: dict, waits: list, timeout_ms: int) -> dict:
     """Delayed produce: each waiting partition's answer once its high watermark passes the batch."""
-    errors = await asyncio.gather(*(p.wait_for_replication(offset, epoch, timeout_ms / 1000)
-                                    for p, offset, epoch, _ in waits))
+    if len(waits) == 1:  # (most requests: no task for gather to wrap the wait in)
+        ((p, offset, epoch, _),) = waits
+        errors = [await p.wait_for_replication(offset, epoch, timeout_ms / 1000)]
+    else:
+        errors = await asyncio.gather(*(p.wait_for_replication(offset, epoch, timeout_ms / 1000)
+                                        for p, offset, epoch, _ in waits))
     for (_, _, _, result), error in zip(waits, errors):
         if error:
             result["error_code"], result["base_offset"] = error, -1
@@ -322,5 +327,5 @@ def _handle(broker, request, header, verdicts: dict):
         return None
     response = {"responses": responses, "throttle_time_ms": producer_ids.throttle_ms}
     if waits:
-        return _wait_for_replicas(response, waits, request["timeout_ms"])
+        return DelayedProduce(_wait_for_replicas(response, waits, request["timeout_ms"]))
     return response

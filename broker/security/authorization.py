@@ -30,6 +30,10 @@ WHOLE_REQUEST = {
     "EndTxn": [_TXN_WRITE],
     "DescribeClientQuotas": [_cluster("DescribeConfigs")],
     "AlterClientQuotas": [_cluster("AlterConfigs")],
+    # the share coordinator's inter-broker APIs (KIP-932)
+    "ReadShareGroupState": [_cluster("ClusterAction")],
+    "WriteShareGroupState": [_cluster("ClusterAction")],
+    "DeleteShareGroupState": [_cluster("ClusterAction")],
 }
 CHECKED_IN_HANDLER = frozenset({
     "ApiVersions", "SaslHandshake", "SaslAuthenticate", "Metadata", "Produce", "Fetch", "ListOffsets",
@@ -40,6 +44,9 @@ CHECKED_IN_HANDLER = frozenset({
     "DescribeTransactions", "ListTransactions", "OffsetForLeaderEpoch", "DeleteRecords", "OffsetDelete",
     "DescribeLogDirs", "ElectLeaders", "AlterPartitionReassignments", "ListPartitionReassignments", "WriteTxnMarkers",
     "ConsumerGroupDescribe",
+    # share groups (KIP-932): a group's Read or Describe and each topic's Read or Describe
+    "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets",
+    "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
 })
 CLOSE = object()
 

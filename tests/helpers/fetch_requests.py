@@ -10,11 +10,12 @@ FOREVER = 0x7FFFFFFF
 
 
 def fetch_request(correlation_id: int, topic: str, partitions: list[int], *, max_wait_ms: int = FOREVER,
-                  min_bytes: int = FOREVER, max_bytes: int = FOREVER, fetch_offset: int = 0) -> bytes:
+                  min_bytes: int = FOREVER, max_bytes: int = FOREVER, fetch_offset: int = 0,
+                  isolation_level: int = 0) -> bytes:
     """A framed Fetch v11 naming ``partitions`` of ``topic`` (a partition may be named many times)."""
     return frames.encode_request("Fetch", 11, correlation_id, "abuser", {
         "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+        "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
         "topics": [{"topic": topic, "topic_id": uuid.UUID(int=0), "partitions": [
             {"partition": p, "current_leader_epoch": -1, "fetch_offset": fetch_offset, "log_start_offset": -1,
              "partition_max_bytes": FOREVER} for p in partitions]}]})

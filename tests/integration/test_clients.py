@@ -415,17 +415,14 @@ def test_aiokafka_roundtrip(broker, compression):
 # kcat
 # ---------------------------------------------------------------------------
 
-needs_kcat = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed (apt-get install kcat)")
-
-
 def kcat(*args: str, input: bytes | None = None, timeout: float = 30) -> str:
+    assert shutil.which("kcat"), "kcat is not installed (make test-deps installs it: apt-get install kcat)"
     cmd = ["kcat", "-X", "broker.address.family=v4", *args]
     r = subprocess.run(cmd, input=input, capture_output=True, timeout=timeout)
     assert r.returncode == 0, f"{' '.join(cmd)} exited {r.returncode}\nstdout: {r.stdout[-2000:]!r}\nstderr: {r.stderr[-2000:]!r}"
     return r.stdout.decode()
 
 
-@needs_kcat
 @pytest.mark.timeout(60)
 def test_kcat_metadata_and_roundtrip(broker):
     topic = "kcat-topic"
@@ -448,7 +445,6 @@ def test_kcat_metadata_and_roundtrip(broker):
     assert out.splitlines() == [f"{i}|k{i}|value number {i}" for i in range(50)]
 
 
-@needs_kcat
 @pytest.mark.timeout(60)
 def test_advertised_listener_and_node_id_in_metadata(start_broker):
     b = start_broker(advertised_listeners="PLAINTEXT://localhost:{port}", node_id=7)

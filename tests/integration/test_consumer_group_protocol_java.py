@@ -125,6 +125,7 @@ def test_java_static_member_restarts_without_reassignment(start_broker, java4, t
         again = pool.submit(java4.run, b.bootstrap, "g-jstatic", "jstatic", "i-1", 600_000, 60_000, stops[2])
         after = wait_for_group(b.port, "g-jstatic", lambda g: stable_pair(g) and all(
             m["member_epoch"] > 0 for m in g["members"]), "the static member back")
+        time.sleep(2)  # (the returned member's callbacks run at its next poll, after the broker's answer)
         stopped_ms = time.time() * 1000
         stops[1].touch()
         stops[2].touch()

@@ -100,7 +100,7 @@ def test_the_version_2_wire_rules(broker):
     with WireClient(broker.port) as c:
         r = c.request("ApiVersions", 3, {"client_software_name": "moldau-test", "client_software_version": "1"})
         assert [(f["name"], f["min_version_level"], f["max_version_level"]) for f in r["finalized_features"]] == [
-            ("transaction.version", 2, 2)]
+            ("transaction.version", 2, 2), ("share.version", 1, 1)]
         create_topic(c, "tv2-wire", partitions=2)
         code, pid, epoch = init_producer_id(c, "wire-v2")
         assert (code, epoch) == (NONE, 0)

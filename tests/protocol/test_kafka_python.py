@@ -139,9 +139,13 @@ def cross_sample(name: str, version: int, variant: str) -> dict:
     return message
 
 
-# APIs kafka-python 3 has no classes for (KIP-848's): their codec is checked by librdkafka and Java
-# kafka-clients 4.x speaking them (tests/integration/test_consumer_group_protocol*.py) and by test_roundtrip
-NOT_IN_KAFKA_PYTHON = {"ConsumerGroupHeartbeat", "ConsumerGroupDescribe"}
+# APIs kafka-python 3 has no classes for (KIP-848's, KIP-932's): their codec is checked by librdkafka and Java
+# kafka-clients 4.x speaking them (tests/integration/test_consumer_group_protocol*.py, test_share_groups.py)
+# and by test_roundtrip
+NOT_IN_KAFKA_PYTHON = {"ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "ShareGroupHeartbeat", "ShareGroupDescribe",
+                       "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
+                       "DeleteShareGroupOffsets", "ReadShareGroupState", "WriteShareGroupState",
+                       "DeleteShareGroupState"}
 CROSS_CASES = [(name, version, variant) for name, version in advertised_versions() for variant in VARIANTS
                if name.removesuffix("Request").removesuffix("Response") not in NOT_IN_KAFKA_PYTHON]
 

@@ -1,0 +1,36 @@
+"""DeleteShareGroupOffsets: forget an empty share group's state for whole topics; their next fetch starts
+at share.auto.offset.reset."""
+
+import uuid
+
+from broker.errors import ErrorCode
+from broker.security.authorizer import TOPIC
+
+from .alter_share_group_offsets import _group_error
+
+API = "DeleteShareGroupOffsets"
+VERSIONS = (0, 0)
+
+
+async def handle(broker, request, header) -> dict:
+    group_id = request["group_id"]
+    error = _group_error(broker, header, group_id, "Delete")
+    if error:
+        return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": []}
+    await broker.share.persister.loaded()
+    keys = await broker.share.partitions.group_state(group_id)
+    responses = []
+    for wanted in request["topics"]:
+        name = wanted["topic_name"]
+        topic = broker.logs.topic(name)
+        if not broker.authorizer.authorize(header, "Read", TOPIC, name):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif topic is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            code = ErrorCode.NONE
+            for key in [k for k in keys if k.topic_id == topic.topic_id]:
+                code = code or await broker.share.partitions.delete_state(key)
+        responses.append({"topic_name": name, "topic_id": topic.topic_id if topic else uuid.UUID(int=0),
+                          "error_code": code, "error_message": None})
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}

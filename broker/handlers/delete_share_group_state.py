@@ -1,0 +1,11 @@
+"""DeleteShareGroupState (inter-broker): forget share partitions' durable state at their share coordinator
+(DeleteGroups, DeleteShareGroupOffsets); answered once the deletions are committed."""
+
+from .write_share_group_state import each_partition
+
+API = "DeleteShareGroupState"
+VERSIONS = (0, 0)
+
+
+async def handle(broker, request, header) -> dict:
+    return await each_partition(request, lambda key, _: broker.share.persister.write_local(key, None))

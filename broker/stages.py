@@ -1,0 +1,47 @@
+"""Per-stage timestamps of a write's way through replication, for finding where its latency goes (issue 26).
+
+Off by default; ``log.level=INFO,moldau.stages=DEBUG`` turns them on. Each line is one stage of one
+partition, with the offset it reached and the time of CLOCK_MONOTONIC, which all processes of a
+machine share, so the lines of a cluster's brokers on one machine line up:
+
+    <stage> <topic>-<partition> <offset> <seconds> [replica <id>]
+
+On the leader: ``appended`` (the log end after any append), ``sent`` (a follower's fetch read
+records up to that offset), ``follower-fetch`` (a follower's fetch from that offset arrived),
+``high-watermark`` (moved to that offset), ``answered`` (a Produce's answer for the batch at that
+base offset is written to its connection). On a follower: ``received`` (a fetch response brought
+records up to that offset), ``appended``, ``fetch-sent`` (its next fetch, from that offset).
+``python -m bench.stages`` runs a cluster with them on and tabulates the steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from protocol.records import valid_prefix
+
+log = logging.getLogger("moldau.stages")
+
+
+def on() -> bool:
+    return log.isEnabledFor(logging.DEBUG)
+
+
+def mark(stage: str, topic: str, partition: int, offset: int, replica: int | None = None) -> None:
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s %s-%d %d %.6f%s", stage, topic, partition, offset, time.monotonic(),
+                  "" if replica is None else f" replica {replica}")
+
+
+def records_end(records) -> int:
+    """The offset after the last whole batch of ``records`` (-1 if there is none)."""
+    batches, _, _ = valid_prefix(bytearray(records))
+    return batches[-1][1].next_offset if batches else -1
+
+
+def produce_answered(result: dict) -> None:
+    for topic in result["responses"]:
+        for part in topic["partition_responses"]:
+            if part["error_code"] == 0:
+                mark("answered", topic["name"], part["index"], part["base_offset"])

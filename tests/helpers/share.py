@@ -1,0 +1,63 @@
+"""confluent-kafka ShareConsumers (KIP-932) for the share group tests."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+
+from helpers.kafka import create_topic
+from helpers.wire import WireClient
+
+SHARE_BROKER = {"group.share.record.lock.duration.ms": 2000, "group.share.heartbeat.interval.ms": 500}
+
+
+def share_consumer(bootstrap: str, group: str, topic: str, explicit: bool = False) -> ShareConsumer:
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                       "share.acknowledgement.mode": "explicit" if explicit else "implicit", "log_level": 3})
+    c.subscribe([topic])
+    return c
+
+
+def records(messages) -> list:
+    """The records of a poll (errors are failures: these tests expect none)."""
+    out = []
+    for m in messages:
+        assert m.error() is None, m.error()
+        out.append(m)
+    return out
+
+
+def warm_up(bootstrap: str, topic: str, consumers: list[ShareConsumer], explicit: bool = False,
+            timeout: float = 60.0) -> Producer:
+    """A new share group starts at the log's end (share.auto.offset.reset latest): produce markers until one of
+    ``consumers`` receives one, so that what is produced next is past the share partition's start. Every
+    consumer's markers are accepted. The producer, for the test's records."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        p.produce(topic, b"warm-up")
+        p.flush(10)
+        for c in consumers:
+            got = records(c.poll(0.3))
+            if explicit:
+                for m in got:
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if got:
+                    c.commit_sync()
+            if got:
+                return p
+    raise AssertionError("no share consumer received a record")
+
+
+def new_topic(bootstrap: str, topic: str) -> None:
+    create_topic(bootstrap, topic, 1)
+
+
+def topic_id(port: int, topic: str):
+    """The topic's id, as Metadata v12 tells it (share requests name topics by id)."""
+    with WireClient(port) as w:
+        md = w.request("Metadata", 12, {"topics": [{"topic_id": None, "name": topic}],
+                                        "allow_auto_topic_creation": False,
+                                        "include_topic_authorized_operations": False})
+    return md["topics"][0]["topic_id"]

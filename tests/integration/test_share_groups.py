@@ -1,0 +1,333 @@
+"""Share groups (KIP-932, Queues for Kafka) with confluent-kafka's ShareConsumer against a real broker.
+
+Several consumers read one partition cooperatively; each record is acquired under a
+lock and acknowledged on its own: ACCEPT, RELEASE (redelivered, delivery count + 1),
+REJECT (never again); an expired lock releases the record to another consumer; the
+delivery count limit archives it; acknowledged records stay done after a kill -9.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from confluent_kafka import AcknowledgeType, Producer
+
+from helpers.share import SHARE_BROKER, new_topic, records, share_consumer, topic_id, warm_up
+from helpers.wire import WireClient
+from operations.test_metrics import scrape
+
+from conftest import free_port
+
+
+def _poll_until(c, want, timeout: float, explicit_ack=None) -> list:
+    """Poll ``c`` until ``want(received)`` holds; the records received (acknowledged by ``explicit_ack``)."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not want(got):
+        batch = records(c.poll(0.5))
+        got += batch
+        if explicit_ack is not None and batch:
+            for m in batch:
+                c.acknowledge(m, explicit_ack(m))
+            c.commit_sync()
+    return got
+
+
+def test_consumers_share_one_partition_and_nothing_is_delivered_twice(start_broker):
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "work")
+    consumers = [share_consumer(b.bootstrap, "workers", "work") for _ in range(3)]
+    try:
+        p = warm_up(b.bootstrap, "work", consumers)
+        got: dict[int, list] = {i: [] for i in range(3)}
+        stop = threading.Event()
+
+        def work(i):
+            while not stop.is_set():
+                got[i] += [m.value() for m in records(consumers[i].poll(0.2)) if m.value() != b"warm-up"]
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        expected = [f"job-{n}".encode() for n in range(90)]
+        for value in expected:
+            p.produce("work", value)
+            p.flush(10)
+            time.sleep(0.01)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sum(len(v) for v in got.values()) < len(expected):
+            time.sleep(0.2)
+        time.sleep(2.5)  # past a lock's expiry: anything delivered twice would show now
+        stop.set()
+        for t in threads:
+            t.join()
+        counts = Counter(v for values in got.values() for v in values)
+        assert sorted(counts) == sorted(expected), "every record delivered"
+        assert max(counts.values()) == 1, f"delivered twice: {[v for v, n in counts.items() if n > 1]}"
+        assert sum(1 for values in got.values() if values) >= 2, "the partition is shared by the consumers"
+        with WireClient(b.port) as w:
+            listed = w.request("ListGroups", 5, {"states_filter": [], "types_filter": ["share"]})
+            assert [(g["group_id"], g["group_type"], g["group_state"]) for g in listed["groups"]] == [
+                ("workers", "share", "Stable")]
+            described = w.request("ShareGroupDescribe", 1, {"group_ids": ["workers"],
+                                                            "include_authorized_operations": False})
+            group = described["groups"][0]
+            assert group["error_code"] == 0 and len(group["members"]) == 3
+            assert all(m["assignment"]["topic_partitions"][0]["partitions"] == [0] for m in group["members"])
+    finally:
+        for c in consumers:
+            c.close()
+
+
+def test_release_redelivers_with_delivery_count_2_and_reject_never_redelivers(start_broker):
+    port = free_port()
+    b = start_broker(SHARE_BROKER, {"metrics.port": port})
+    new_topic(b.bootstrap, "jobs")
+    c = share_consumer(b.bootstrap, "g", "jobs", explicit=True)
+    try:
+        p = warm_up(b.bootstrap, "jobs", [c], explicit=True)
+        for value in (b"release-me", b"reject-me", b"accept-me"):
+            p.produce("jobs", value)
+        p.flush(10)
+        kinds = {b"release-me": AcknowledgeType.RELEASE, b"reject-me": AcknowledgeType.REJECT}
+        first = _poll_until(c, lambda got: {b"release-me", b"reject-me", b"accept-me"} <= {m.value() for m in got},
+                            30, lambda m: kinds.get(m.value(), AcknowledgeType.ACCEPT))
+        assert {m.value(): m.delivery_count() for m in first if m.value() != b"warm-up"} == {
+            b"release-me": 1, b"reject-me": 1, b"accept-me": 1}
+        again = _poll_until(c, lambda got: False, 5, lambda m: AcknowledgeType.ACCEPT)
+        assert [(m.value(), m.delivery_count()) for m in again] == [(b"release-me", 2)]
+        metrics = scrape(port)
+        labels = (("partition", "0"), ("sharegroup", "g"), ("topic", "jobs"))
+        assert metrics[("moldau_share_group_backlog", *labels)] == 0
+        assert metrics[("moldau_share_group_records_acquired", *labels)] == 0
+        warm_ups = metrics[("moldau_share_group_acknowledgements_total", ("type", "accept"))] - 2
+        assert metrics[("moldau_share_group_acquisitions_total", *labels)] == warm_ups + 4  # release-me twice
+        assert metrics[("moldau_share_group_acknowledgements_total", ("type", "release"))] == 1
+        assert metrics[("moldau_share_group_acknowledgements_total", ("type", "reject"))] == 1
+    finally:
+        c.close()
+
+
+def test_an_expired_lock_goes_to_another_consumer_and_the_delivery_limit_archives(start_broker):
+    b = start_broker(SHARE_BROKER, {"group.share.delivery.count.limit": 2})
+    new_topic(b.bootstrap, "locks")
+    holder = share_consumer(b.bootstrap, "g", "locks", explicit=True)
+    other = share_consumer(b.bootstrap, "g", "locks", explicit=True)
+    try:
+        p = warm_up(b.bootstrap, "locks", [holder], explicit=True)
+        p.produce("locks", b"slow")
+        p.flush(10)
+        held = _poll_until(holder, lambda got: any(m.value() == b"slow" for m in got), 30)
+        assert [(m.value(), m.delivery_count()) for m in held] == [(b"slow", 1)]
+        # the holder never acknowledges: after the 2 s lock the record is the other consumer's
+        taken = _poll_until(other, lambda got: any(m.value() == b"slow" for m in got), 30)
+        assert [(m.value(), m.delivery_count()) for m in taken if m.value() == b"slow"] == [(b"slow", 2)]
+        # its second lock expires too: delivery count 2 is the limit, so it is archived, not redelivered
+        third = share_consumer(b.bootstrap, "g", "locks")
+        try:
+            assert [m.value() for m in _poll_until(third, lambda got: False, 4)] == []
+        finally:
+            third.close()
+    finally:
+        holder.close()
+        other.close()
+
+
+def test_acknowledged_records_stay_done_after_kill_9(start_broker):
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "durable")
+    c = share_consumer(b.bootstrap, "g", "durable", explicit=True)
+    values = [f"r{n}".encode() for n in range(20)]
+    try:
+        p = warm_up(b.bootstrap, "durable", [c], explicit=True)
+        for value in values:
+            p.produce("durable", value)
+        p.flush(10)
+        # accept the first ten, release the next five, leave the last five acquired when the broker dies
+        plan = {v: AcknowledgeType.ACCEPT for v in values[:10]} | {v: AcknowledgeType.RELEASE for v in values[10:15]}
+        got = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not set(values) <= {m.value() for m in got}:
+            batch = records(c.poll(0.5))
+            got += batch
+            acked = [m for m in batch if m.value() in plan or m.value() == b"warm-up"]
+            for m in acked:
+                c.acknowledge(m, plan.get(m.value(), AcknowledgeType.ACCEPT))
+            if acked:
+                c.commit_sync()
+            if any(m not in acked for m in batch):
+                break  # explicit mode polls on only once every record is acknowledged
+        done = {m.value() for m in got}
+        assert set(values[:10]) <= done
+    finally:
+        b.kill()
+        c.close()
+    b.restart()
+    with WireClient(b.port) as w:  # the group is known from its durable state before any member is back
+        listed = w.request("ListGroups", 5, {"states_filter": [], "types_filter": ["share"]})["groups"]
+    assert [(g["group_id"], g["group_state"]) for g in listed] == [("g", "Empty")]
+    after = share_consumer(b.bootstrap, "g", "durable")
+    try:
+        redelivered = _poll_until(after, lambda got: len(got) >= 10, 45)
+        redelivered += _poll_until(after, lambda got: False, 3)
+        assert sorted(m.value() for m in redelivered) == sorted(values[10:]), "only the unacknowledged ones"
+    finally:
+        after.close()
+
+
+def _set_group_configs(port: int, group: str, configs: dict[str, str]) -> None:
+    with WireClient(port) as w:
+        answer = w.request("IncrementalAlterConfigs", 1, {"validate_only": False, "resources": [{
+            "resource_type": 32, "resource_name": group,
+            "configs": [{"name": n, "config_operation": 0, "value": v} for n, v in configs.items()]}]})
+        assert [r["error_code"] for r in answer["responses"]] == [0], answer
+        described = w.request("DescribeConfigs", 4, {"include_synonyms": False, "include_documentation": False,
+                                                     "resources": [{"resource_type": 32, "resource_name": group,
+                                                                    "configuration_keys": None}]})
+        entries = {e["name"]: e["value"] for e in described["results"][0]["configs"]}
+        assert {n: entries[n] for n in configs} == configs
+
+
+def test_read_committed_share_group_never_sees_aborted_or_open_transactions(start_broker):
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "txns")
+    _set_group_configs(b.port, "rc", {"share.isolation.level": "read_committed", "share.auto.offset.reset": "earliest"})
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "share-txn"})
+    p.init_transactions(30)
+    for values, commit in (([b"committed-1"], True), ([b"aborted-1", b"aborted-2"], False), ([b"committed-2"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce("txns", v)
+        p.flush(10)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    p.begin_transaction()
+    p.produce("txns", b"open-until-later")
+    p.flush(10)
+    c = share_consumer(b.bootstrap, "rc", "txns")
+    try:
+        got = _poll_until(c, lambda got: b"committed-2" in [m.value() for m in got], 30)
+        got += _poll_until(c, lambda got: False, 1.5)
+        assert [m.value() for m in got] == [b"committed-1", b"committed-2"]
+        p.commit_transaction(30)
+        later = _poll_until(c, lambda got: len(got) >= 1, 30)
+        later += _poll_until(c, lambda got: False, 1)
+        assert [m.value() for m in later] == [b"open-until-later"]
+    finally:
+        c.close()
+
+
+def test_bad_share_requests_get_error_codes(start_broker):
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "bad")
+    with WireClient(b.port) as w:
+        tid = topic_id(b.port, "bad")
+        beat = w.request("ShareGroupHeartbeat", 1, {"group_id": "bg", "member_id": "", "member_epoch": 0,
+                                                    "rack_id": None, "subscribed_topic_names": ["bad"]})
+        assert beat["error_code"] == 42  # INVALID_REQUEST: a member id is the client's own
+        beat = w.request("ShareGroupHeartbeat", 1, {"group_id": "bg", "member_id": "m" * 20, "member_epoch": 3,
+                                                    "rack_id": None, "subscribed_topic_names": None})
+        assert beat["error_code"] == 25  # UNKNOWN_MEMBER_ID
+
+        def fetch(epoch: int, acks: list[dict]) -> dict:
+            return w.request("ShareFetch", 1, {
+                "group_id": "bg", "member_id": "m" * 20, "share_session_epoch": epoch, "max_wait_ms": 0,
+                "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+                "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0,
+                                                                   "acknowledgement_batches": acks}]}],
+                "forgotten_topics_data": []})
+
+        huge = [{"first_offset": 0, "last_offset": 2**62, "acknowledge_types": [1]}]
+        assert fetch(3, [])["error_code"] == 122  # SHARE_SESSION_NOT_FOUND
+        assert fetch(0, huge)["error_code"] == 42  # a new session carries no acknowledgements
+        assert fetch(0, [])["error_code"] == 0
+        assert fetch(5, [])["error_code"] == 123  # INVALID_SHARE_SESSION_EPOCH: 1 is next
+        answer = fetch(1, huge)
+        assert answer["error_code"] == 0
+        assert answer["responses"][0]["partitions"][0]["acknowledge_error_code"] == 121  # INVALID_RECORD_STATE
+        ack = w.request("ShareAcknowledge", 1, {"group_id": "bg", "member_id": "m" * 20, "share_session_epoch": 0,
+                                                "topics": []})
+        assert ack["error_code"] == 42
+        assert w.request("ApiVersions", 3, {"client_software_name": "t", "client_software_version": "1"})[
+            "error_code"] == 0  # still serving
+
+
+def test_a_closed_connection_releases_its_records_before_their_locks_expire(start_broker):
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "conn")
+    _set_group_configs(b.port, "cg", {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "60000"})
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    p.produce("conn", b"held")
+    p.flush(10)
+    w = WireClient(b.port)
+    tid = topic_id(b.port, "conn")
+    fetched = w.request("ShareFetch", 1, {
+        "group_id": "cg", "member_id": "raw-member-0000000001", "share_session_epoch": 0, "max_wait_ms": 5000,
+        "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+        "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+        "forgotten_topics_data": []})
+    assert fetched["responses"][0]["partitions"][0]["acquired_records"] == [
+        {"first_offset": 0, "last_offset": 0, "delivery_count": 1}]
+    w.close()  # the process holding the record is gone: its lock (60 s) need not be waited out
+    c = share_consumer(b.bootstrap, "cg", "conn")
+    try:
+        started = time.monotonic()
+        got = _poll_until(c, lambda got: len(got) >= 1, 40)
+        assert [(m.value(), m.delivery_count()) for m in got] == [(b"held", 2)]
+        assert time.monotonic() - started < 40
+    finally:
+        c.close()
+
+
+def test_renew_keeps_a_record_past_its_lock_and_record_limit_acquires_at_most_max_records(start_broker):
+    b = start_broker(SHARE_BROKER)  # locks of 2 s
+    new_topic(b.bootstrap, "renew")
+    _set_group_configs(b.port, "rg", {"share.auto.offset.reset": "earliest"})
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 50})
+    for n in range(3):
+        p.produce("renew", f"r{n}".encode())
+    p.flush(10)  # one batch of three records
+    with WireClient(b.port) as w:
+        tid = topic_id(b.port, "renew")
+        epoch = 0
+
+        def fetch(acks: list[dict], **overrides) -> dict:
+            nonlocal epoch
+            body = {"group_id": "rg", "member_id": "renewing-member-0001", "share_session_epoch": epoch,
+                    "max_wait_ms": 2000, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 2, "batch_size": 2,
+                    "share_acquire_mode": 1, "is_renew_ack": False,
+                    "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0,
+                                                                       "acknowledgement_batches": acks}]}],
+                    "forgotten_topics_data": []}
+            body.update(overrides)
+            epoch += 1
+            answer = w.request("ShareFetch", 2, body)
+            assert answer["error_code"] == 0, answer
+            return answer["responses"][0]["partitions"][0] if answer["responses"] else {}
+
+        # record-limit mode: two of the batch's three records, not the whole batch
+        assert fetch([])["acquired_records"] == [{"first_offset": 0, "last_offset": 1, "delivery_count": 1}]
+        for _ in range(3):  # renewed each second, so held 3 s by 2 s locks
+            time.sleep(1)
+            renewed = fetch([{"first_offset": 0, "last_offset": 1, "acknowledge_types": [4]}], is_renew_ack=True,
+                            max_wait_ms=0, min_bytes=0, max_bytes=0, max_records=0)
+            assert renewed["acknowledge_error_code"] == 0 and renewed["acquired_records"] == []
+        ack = w.request("ShareAcknowledge", 2, {
+            "group_id": "rg", "member_id": "renewing-member-0001", "share_session_epoch": epoch, "is_renew_ack": False,
+            "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}]}]}]})
+        assert ack["error_code"] == 0 and ack["acquisition_lock_timeout_ms"] == 2000
+        assert ack["responses"][0]["partitions"][0]["error_code"] == 0  # still its own: the locks were renewed
+
+
+def test_share_groups_switched_off(start_broker):
+    b = start_broker({"group.share.enable": "false"})
+    with WireClient(b.port) as w:
+        versions = w.request("ApiVersions", 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert not {k["api_key"] for k in versions["api_keys"]} & {76, 77, 78, 79, 90, 91, 92}
+        assert ("share.version", 0, 0) in [(f["name"], f["min_version_level"], f["max_version_level"])
+                                           for f in versions["finalized_features"]]
+        beat = w.request("ShareGroupHeartbeat", 1, {"group_id": "off", "member_id": "m" * 20, "member_epoch": 0,
+                                                    "rack_id": None, "subscribed_topic_names": ["t"]})
+        assert beat["error_code"] == 35  # UNSUPPORTED_VERSION
