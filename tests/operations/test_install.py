@@ -13,8 +13,8 @@ def make_dry_run(target: str, venv: Path) -> list[str]:
 
 
 def test_make_run_installs_only_the_broker(tmp_path):
-    assert make_dry_run("run", tmp_path / "venv") == [f"{tmp_path}/venv/bin/pip install -q -e ."]
+    assert make_dry_run("run", tmp_path / "venv") == [f"{tmp_path}/venv/bin/pip install -q -c constraints.txt -e ."]
 
 
 def test_make_test_installs_the_test_stack(tmp_path):
-    assert f"{tmp_path}/venv/bin/pip install -q -e '.[test]'" in make_dry_run("test", tmp_path / "venv")
+    assert f"{tmp_path}/venv/bin/pip install -q -c constraints.txt -e '.[test]'" in make_dry_run("test", tmp_path / "venv")
