@@ -54,7 +54,7 @@ def read_committed_values(c: WireClient, topic: str) -> list[bytes]:
 
 
 def test_a_hand_made_hanging_transaction_is_found_logged_and_aborted(start_broker):
-    b = start_broker({"transaction.max.timeout.ms": 5000,
+    b = start_broker({"transaction.max.timeout.ms": 15000,
                       "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200})
     with WireClient(b.port) as c:
         create_topic(c, "wedged")
@@ -71,8 +71,8 @@ def test_a_hand_made_hanging_transaction_is_found_logged_and_aborted(start_broke
         assert (lso(c, "wedged"), log_end(c, "wedged")) == (1, 2), "stuck at the hand-made transaction"
         b.wait_for_log(r"wedged-0: the last stable offset has stayed at 1 .* producer 987654 ", timeout=30)
 
-        # a live producer's open transaction (its timeout is at most 5 s here: the tool runs at once)
-        live = begin(c, "live-app", "wedged", [0], timeout_ms=5000)
+        # a live producer's open transaction (its timeout, 15 s, outlasts the tool runs below on a loaded machine)
+        live = begin(c, "live-app", "wedged", [0], timeout_ms=15000)
         assert produce(c, "wedged", txn_batch(live, 0, b"live"), "live-app") == NONE
 
         found = moldau_transactions(b, "find-hanging", "--topic", "wedged", "--max-transaction-timeout", "0")
