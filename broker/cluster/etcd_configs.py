@@ -1,5 +1,6 @@
 """Cluster-wide settings in etcd: topic configs (in the topic key ``/topics/<name>``), client quotas
-(``/client_quotas/<entity>``) and dynamic broker configs (``/configs/brokers/<id or <default>>``).
+(``/client_quotas/<entity>``), dynamic broker configs (``/configs/brokers/<id or <default>>``) and group
+configs (``/configs/groups/<group>``).
 
 A change is written with compare-and-swap before the request is answered, and every broker (the writer
 too) applies it from the watch through ``EtcdMetadataStore._apply``, so any broker answers the same
@@ -24,7 +25,7 @@ log = logging.getLogger("moldau.etcd")
 
 ATTEMPTS = 5  # compare-and-swap rounds lost to concurrent writers before the request is told to retry
 CLIENT_QUOTAS = "client_quotas"
-CONFIGS = "configs"  # /configs/brokers/<node id or <default>>: dynamic broker configs
+CONFIGS = "configs"  # /configs/brokers/<node id or <default>>, /configs/groups/<group id, percent-encoded>
 
 
 def quota_key_name(entity: Entity) -> str:
@@ -46,6 +47,9 @@ class EtcdConfigs:
         if quotas.values:  # etcd's replace them as the watch brings them
             log.warning("client quotas in %s are not used in a cluster: they are kept in etcd", quotas.path)
             quotas.values.clear()
+        groups = store.broker.group_configs
+        if groups.path.exists():
+            log.warning("group configs in %s are not used in a cluster: they are kept in etcd", groups.path)
 
     @property
     def broker(self):
@@ -157,3 +161,26 @@ class EtcdConfigs:
 
     def apply_broker_configs(self, entity: str, value: bytes | None) -> None:
         self.broker.broker_configs.set(entity, json.loads(value) if value is not None else {})
+
+    # --- group configs ----------------------------------------------------------------------------
+
+    async def alter_group_configs(self, group_id: str, change, validate_only: bool) -> None:
+        """CAS on the group's key; a group without configs of its own has no key."""
+        client, tx = self.store.client, self.store.client.transactions
+        key = self.store.key(CONFIGS, "groups", quote(group_id, safe=""))
+        configs = self.broker.group_configs
+        for _ in range(ATTEMPTS):
+            found = await client.get(key)
+            wanted = change(json.loads(found.value) if found is not None else {})
+            if validate_only:
+                return
+            guard = tx.mod(key) == found.mod_revision if found is not None else tx.version(key) == 0
+            write = tx.put(key, json.dumps(wanted, sort_keys=True).encode()) if wanted else tx.delete(key)
+            ok, _ = await client.transaction(compare=[guard], success=[write], failure=[])
+            if ok:
+                await self._until(lambda: configs.groups.get(group_id, {}) == wanted)
+                return
+        raise TimeoutError("the group's configs kept changing under this request; retry")
+
+    def apply_group_configs(self, key_name: str, value: bytes | None) -> None:
+        self.broker.group_configs.set(unquote(key_name), json.loads(value) if value is not None else {})

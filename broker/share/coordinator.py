@@ -19,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from broker import group_configs
 from broker.errors import ErrorCode
 
 from . import assignor
@@ -188,7 +189,7 @@ class ShareGroupCoordinator:
         self.groups.pop(group_id, None)
         error = await self.broker.share.partitions.delete_group(group_id)
         if error == ErrorCode.NONE:
-            self.broker.share.configs.forget(group_id)
+            await group_configs.forget(self.broker, group_id)
         return error
 
 

@@ -15,7 +15,7 @@ from collections import Counter
 from confluent_kafka import AcknowledgeType, Producer
 
 from helpers.share import SHARE_BROKER, new_topic, records, share_consumer, topic_id, warm_up
-from helpers.wire import WireClient
+from helpers.wire import WireClient, alter_group_configs, describe_group_configs
 from operations.test_metrics import scrape
 
 from conftest import free_port
@@ -179,15 +179,9 @@ def test_acknowledged_records_stay_done_after_kill_9(start_broker):
 
 def _set_group_configs(port: int, group: str, configs: dict[str, str]) -> None:
     with WireClient(port) as w:
-        answer = w.request("IncrementalAlterConfigs", 1, {"validate_only": False, "resources": [{
-            "resource_type": 32, "resource_name": group,
-            "configs": [{"name": n, "config_operation": 0, "value": v} for n, v in configs.items()]}]})
-        assert [r["error_code"] for r in answer["responses"]] == [0], answer
-        described = w.request("DescribeConfigs", 4, {"include_synonyms": False, "include_documentation": False,
-                                                     "resources": [{"resource_type": 32, "resource_name": group,
-                                                                    "configuration_keys": None}]})
-        entries = {e["name"]: e["value"] for e in described["results"][0]["configs"]}
-        assert {n: entries[n] for n in configs} == configs
+        assert alter_group_configs(w, group, configs) == (0, None)
+        entries = describe_group_configs(w, group)
+        assert {n: entries[n] for n in configs} == {n: (v, 8) for n, v in configs.items()}  # GROUP_CONFIG
 
 
 def test_read_committed_share_group_never_sees_aborted_or_open_transactions(start_broker):
