@@ -141,6 +141,7 @@ class GroupConfigs:
         """A group's configs as the store has them now; ValueError if they are not names and values."""
         if not isinstance(configs, dict) or not all(isinstance(v, str) for v in (*configs, *configs.values())):
             raise ValueError(f"configs of group {group_id} are not an object of strings")
+        configs = {name: text for name, text in configs.items() if self._readable(group_id, name, text)}
         if configs == self.groups.get(group_id, {}):
             return
         if configs:
@@ -148,6 +149,16 @@ class GroupConfigs:
         else:
             self.groups.pop(group_id, None)
         log.info("group %s configs are now %s", group_id, configs or "default")
+
+    @staticmethod
+    def _readable(group_id: str, name: str, text: str) -> bool:
+        """Whether a stored config is one this broker can use (one stored by another version may not be)."""
+        try:
+            CONFIGS[name].parse(text)
+            return True
+        except (KeyError, ValueError):
+            log.error("group %s: config %s=%s not applied: not one this broker knows", group_id, name, text)
+            return False
 
     def describe(self, group_id: str) -> list[tuple]:
         """DescribeConfigs entries: (name, value, source 8 = the group's own (GROUP_CONFIG), 5 = default, type)."""

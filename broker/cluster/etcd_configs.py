@@ -139,13 +139,10 @@ class EtcdConfigs:
                 return
             await asyncio.sleep(0.05)
 
-    # --- dynamic broker configs -------------------------------------------------------------------
-
-    async def alter_broker_configs(self, entity: str, change, validate_only: bool) -> None:
-        """CAS on the entity's key; an entity without dynamic configs has no key."""
+    async def _alter_configs(self, key: bytes, change, validate_only: bool, in_force, what: str) -> None:
+        """CAS of a ``{name: value}`` key on its mod revision (version 0 if absent; an empty set deletes it),
+        then until this broker's watch has applied it (``in_force()`` equals it)."""
         client, tx = self.store.client, self.store.client.transactions
-        key = self.store.key(CONFIGS, "brokers", entity)
-        configs = self.broker.broker_configs
         for _ in range(ATTEMPTS):
             found = await client.get(key)
             wanted = change(json.loads(found.value) if found is not None else {})
@@ -155,9 +152,17 @@ class EtcdConfigs:
             write = tx.put(key, json.dumps(wanted, sort_keys=True).encode()) if wanted else tx.delete(key)
             ok, _ = await client.transaction(compare=[guard], success=[write], failure=[])
             if ok:
-                await self._until(lambda: configs.entities.get(entity, {}) == wanted)
+                await self._until(lambda: in_force() == wanted)
                 return
-        raise TimeoutError("the broker configs kept changing under this request; retry")
+        raise TimeoutError(f"the {what} kept changing under this request; retry")
+
+    # --- dynamic broker configs -------------------------------------------------------------------
+
+    async def alter_broker_configs(self, entity: str, change, validate_only: bool) -> None:
+        """An entity without dynamic configs has no key."""
+        configs = self.broker.broker_configs
+        await self._alter_configs(self.store.key(CONFIGS, "brokers", entity), change, validate_only,
+                                  lambda: configs.entities.get(entity, {}), "broker configs")
 
     def apply_broker_configs(self, entity: str, value: bytes | None) -> None:
         self.broker.broker_configs.set(entity, json.loads(value) if value is not None else {})
@@ -165,22 +170,10 @@ class EtcdConfigs:
     # --- group configs ----------------------------------------------------------------------------
 
     async def alter_group_configs(self, group_id: str, change, validate_only: bool) -> None:
-        """CAS on the group's key; a group without configs of its own has no key."""
-        client, tx = self.store.client, self.store.client.transactions
-        key = self.store.key(CONFIGS, "groups", quote(group_id, safe=""))
+        """A group without configs of its own has no key."""
         configs = self.broker.group_configs
-        for _ in range(ATTEMPTS):
-            found = await client.get(key)
-            wanted = change(json.loads(found.value) if found is not None else {})
-            if validate_only:
-                return
-            guard = tx.mod(key) == found.mod_revision if found is not None else tx.version(key) == 0
-            write = tx.put(key, json.dumps(wanted, sort_keys=True).encode()) if wanted else tx.delete(key)
-            ok, _ = await client.transaction(compare=[guard], success=[write], failure=[])
-            if ok:
-                await self._until(lambda: configs.groups.get(group_id, {}) == wanted)
-                return
-        raise TimeoutError("the group's configs kept changing under this request; retry")
+        await self._alter_configs(self.store.key(CONFIGS, "groups", quote(group_id, safe="")), change,
+                                  validate_only, lambda: configs.groups.get(group_id, {}), "group's configs")
 
     def apply_group_configs(self, key_name: str, value: bytes | None) -> None:
         self.broker.group_configs.set(unquote(key_name), json.loads(value) if value is not None else {})
