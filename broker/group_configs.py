@@ -1,6 +1,6 @@
 """Group configs (Kafka's GroupConfig, resource type GROUP in DescribeConfigs and IncrementalAlterConfigs):
 a group's own value wins over the broker's default. Share groups read the ``share.*`` ones, KIP-848 consumer
-groups ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms``.
+groups the ``consumer.*`` ones.
 
 They are kept by the metadata store, as the dynamic broker configs are: in a cluster the etcd key
 ``/configs/groups/<group>``, written with compare-and-swap before the answer and applied by every broker from
@@ -85,6 +85,12 @@ CONFIGS = {
     "consumer.session.timeout.ms": GroupConfig(
         int, lambda c: c["group.consumer.session.timeout.ms"],
         _within("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"), 2),
+    "share.heartbeat.interval.ms": GroupConfig(
+        int, lambda c: c["group.share.heartbeat.interval.ms"],
+        _within("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"), 2),
+    "share.session.timeout.ms": GroupConfig(
+        int, lambda c: c["group.share.session.timeout.ms"],
+        _within("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"), 2),
     "share.auto.offset.reset": GroupConfig(str, lambda c: "latest", _offset_reset, 5),
     "share.isolation.level": GroupConfig(str, lambda c: "read_uncommitted", _isolation, 5),
     "share.record.lock.duration.ms": GroupConfig(
@@ -134,8 +140,10 @@ class GroupConfigs:
             problem = spec.check(values[name], self.config)
             if problem:
                 raise InvalidConfig(f"{name}={text}: {problem}")
-        if values["consumer.session.timeout.ms"] <= values["consumer.heartbeat.interval.ms"]:
-            raise InvalidConfig("consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms")
+        for group_type in ("consumer", "share"):
+            if values[f"{group_type}.session.timeout.ms"] <= values[f"{group_type}.heartbeat.interval.ms"]:
+                raise InvalidConfig(f"{group_type}.session.timeout.ms must be greater than "
+                                    f"{group_type}.heartbeat.interval.ms")
 
     def set(self, group_id: str, configs: dict[str, str]) -> None:
         """A group's configs as the store has them now; ValueError if they are not names and values."""

@@ -99,7 +99,7 @@ class ShareGroupCoordinator:
         elif epoch > member.member_epoch:
             return _error(ErrorCode.FENCED_MEMBER_EPOCH, f"epoch {epoch} is ahead of the member's")
         member.client_id, member.client_host = client_id, client_host
-        member.deadline_ms = now_ms() + self.config["group.share.session.timeout.ms"]
+        member.deadline_ms = now_ms() + self.broker.share.group_config(group_id, "share.session.timeout.ms")
         if request["rack_id"] is not None:
             member.rack_id = request["rack_id"]
         if request["subscribed_topic_names"] is not None:
@@ -111,7 +111,8 @@ class ShareGroupCoordinator:
         before = member.member_epoch
         member.member_epoch = group.assignment_epoch
         full = epoch == 0 or before != member.member_epoch
-        return _response(member_id, member.member_epoch, self.config["group.share.heartbeat.interval.ms"],
+        return _response(member_id, member.member_epoch,
+                         self.broker.share.group_config(group_id, "share.heartbeat.interval.ms"),
                          member.assignment if full else None)
 
     def _refresh(self, group: ShareGroup) -> None:

@@ -239,7 +239,8 @@ def _first(consumer, value: bytes, timeout: float) -> tuple[float, int]:
 def test_group_configs_are_cluster_wide(start_cluster):
     """A share group's lock duration, set through a broker that leads nothing of it, is what every broker
     describes and what the share partition's leader locks records for; a restarted broker takes it from etcd."""
-    cluster = start_cluster(3, group_share_heartbeat_interval_ms=500)  # locks of 30 s by default
+    cluster = start_cluster(3, group_share_heartbeat_interval_ms=500,  # locks of 30 s by default
+                            group_share_min_heartbeat_interval_ms=100)
     cluster.create_topic("gq", partitions=1, replication_factor=3)
     leader = cluster.leader("gq")
     other = next(n for n in cluster.brokers if n != leader)

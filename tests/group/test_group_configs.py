@@ -19,13 +19,15 @@ def _ops(**configs) -> list[dict]:
             for n, v in configs.items()]
 
 
-def test_consumer_configs_lie_within_the_brokers_bounds(tmp_path):
+def test_session_and_heartbeat_configs_lie_within_the_brokers_bounds(tmp_path):
     groups = _configs(tmp_path, group_consumer_min_heartbeat_interval_ms=1000)
     assert groups.changed({}, _ops(consumer_heartbeat_interval_ms="1000")) == {"consumer.heartbeat.interval.ms": "1000"}
     for refused, says in [({"consumer_heartbeat_interval_ms": "999"}, "group.consumer.min.heartbeat.interval.ms"),
                           ({"consumer_heartbeat_interval_ms": "15001"}, "group.consumer.max.heartbeat.interval.ms"),
                           ({"consumer_session_timeout_ms": "44999"}, "group.consumer.min.session.timeout.ms"),
                           ({"consumer_session_timeout_ms": "60001"}, "group.consumer.max.session.timeout.ms"),
+                          ({"share_heartbeat_interval_ms": "4999"}, "group.share.min.heartbeat.interval.ms"),
+                          ({"share_session_timeout_ms": "60001"}, "group.share.max.session.timeout.ms"),
                           ({"share_record_lock_duration_ms": "999"}, "[1000, 3600000]"),
                           ({"share_isolation_level": "dirty"}, "read_committed"),
                           ({"group_max_size": "3"}, "Unknown group config name")]:

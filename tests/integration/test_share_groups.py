@@ -243,6 +243,12 @@ def test_bad_share_requests_get_error_codes(start_broker):
         ack = w.request("ShareAcknowledge", 1, {"group_id": "bg", "member_id": "m" * 20, "share_session_epoch": 0,
                                                 "topics": []})
         assert ack["error_code"] == 42
+        # the group's own heartbeat interval, within group.share.min/max.heartbeat.interval.ms
+        assert alter_group_configs(w, "hg", {"share.heartbeat.interval.ms": "50"})[0] == 40  # INVALID_CONFIG
+        assert alter_group_configs(w, "hg", {"share.heartbeat.interval.ms": "700"}) == (0, None)
+        beat = w.request("ShareGroupHeartbeat", 1, {"group_id": "hg", "member_id": "h" * 20, "member_epoch": 0,
+                                                    "rack_id": None, "subscribed_topic_names": ["bad"]})
+        assert (beat["error_code"], beat["heartbeat_interval_ms"]) == (0, 700), beat
         assert w.request("ApiVersions", 3, {"client_software_name": "t", "client_software_version": "1"})[
             "error_code"] == 0  # still serving
 
