@@ -51,15 +51,18 @@ def _offset_reset(value: str, config) -> str | None:
     return "must be latest, earliest or by_duration:<ISO-8601 duration>"
 
 
-def _within(low_setting: str, high_setting: str) -> Callable[[int, object], str | None]:
-    """Between two broker settings, as Kafka's GroupConfig.validateValues checks a group's value."""
+def _bounded(group_type: str, kind: str) -> "GroupConfig":
+    """``<type>.<kind>.ms``: the broker's ``group.<type>.<kind>.ms`` by default, and within the broker's
+    ``group.<type>.min/max.<kind>.ms``, as Kafka's GroupConfig.validateValues checks a group's value."""
+    low, high = f"group.{group_type}.min.{kind}.ms", f"group.{group_type}.max.{kind}.ms"
+
     def check(value: int, config) -> str | None:
-        if value < config[low_setting]:
-            return f"must be greater than or equal to {low_setting} ({config[low_setting]})"
-        if value > config[high_setting]:
-            return f"must be less than or equal to {high_setting} ({config[high_setting]})"
+        if value < config[low]:
+            return f"must be greater than or equal to {low} ({config[low]})"
+        if value > config[high]:
+            return f"must be less than or equal to {high} ({config[high]})"
         return None
-    return check
+    return GroupConfig(int, lambda c: c[f"group.{group_type}.{kind}.ms"], check, 2)
 
 
 def _isolation(value: str, config) -> str | None:
@@ -79,18 +82,8 @@ class GroupConfig:
 
 
 CONFIGS = {
-    "consumer.heartbeat.interval.ms": GroupConfig(
-        int, lambda c: c["group.consumer.heartbeat.interval.ms"],
-        _within("group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"), 2),
-    "consumer.session.timeout.ms": GroupConfig(
-        int, lambda c: c["group.consumer.session.timeout.ms"],
-        _within("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"), 2),
-    "share.heartbeat.interval.ms": GroupConfig(
-        int, lambda c: c["group.share.heartbeat.interval.ms"],
-        _within("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"), 2),
-    "share.session.timeout.ms": GroupConfig(
-        int, lambda c: c["group.share.session.timeout.ms"],
-        _within("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"), 2),
+    **{f"{group_type}.{kind}.ms": _bounded(group_type, kind)
+       for group_type in ("consumer", "share") for kind in ("heartbeat.interval", "session.timeout")},
     "share.auto.offset.reset": GroupConfig(str, lambda c: "latest", _offset_reset, 5),
     "share.isolation.level": GroupConfig(str, lambda c: "read_uncommitted", _isolation, 5),
     "share.record.lock.duration.ms": GroupConfig(
