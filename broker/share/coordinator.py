@@ -19,7 +19,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from broker import group_configs
 from broker.errors import ErrorCode
 
 from . import assignor
@@ -188,10 +187,7 @@ class ShareGroupCoordinator:
         if group is not None and group.members:
             return ErrorCode.NON_EMPTY_GROUP
         self.groups.pop(group_id, None)
-        error = await self.broker.share.partitions.delete_group(group_id)
-        if error == ErrorCode.NONE:
-            await group_configs.forget(self.broker, group_id)
-        return error
+        return await self.broker.share.partitions.delete_group(group_id)
 
 
 def describe_error(group_id: str, error: ErrorCode, message: str | None = None) -> dict:

@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from helpers.cluster import start_cluster  # noqa: F401 (fixture)
+from broker.internal_topics import partition_for
+from helpers.cluster import CLUSTER_DEFAULTS, start_cluster  # noqa: F401 (fixture)
 from helpers.kafka import producer
 from helpers.share import records, share_consumer
 from helpers.wire import (WireClient, alter_broker_configs, alter_group_configs, alter_quotas, describe_broker_configs,
@@ -269,3 +270,13 @@ def test_group_configs_are_cluster_wide(start_cluster):
 
     cluster.brokers[leader].restart()
     assert _lock_duration(cluster.brokers[leader], "gsg") == ("2000", 8)
+
+    # DeleteGroups at the group's coordinator deletes its key: every broker is back to the default
+    offsets_partitions = CLUSTER_DEFAULTS["offsets.topic.num.partitions"]
+    coordinator = cluster.leader("__consumer_offsets", partition_for("gsg", offsets_partitions))
+    with WireClient(cluster.brokers[coordinator].port) as c:
+        cluster.wait_until(lambda: c.request("DeleteGroups", 2, {"groups_names": ["gsg"]})["results"][0][
+            "error_code"] == 0, 30, "the empty share group deleted")
+    assert cluster.etcd_prefix(b"/configs/groups/") == []
+    for node, b in cluster.brokers.items():
+        cluster.wait_until(lambda: _lock_duration(b, "gsg") == ("30000", 5), 30, f"broker {node} back to the default")

@@ -379,6 +379,11 @@ def test_group_configs_set_the_heartbeat_interval_and_session_timeout_within_the
     wait_until(lambda: m.snapshot()[0] == {("gc", 0), ("gc", 1)}, 25, "the silent member fenced")
     assert time.monotonic() - joined < 25
     assert "m-silent" not in [x["member_id"] for x in describe(b.port, "g-conf")["members"]]
+    m.stop()
     b.restart()
     with WireClient(b.port) as c:
         assert describe_group_configs(c, "g-conf")["consumer.heartbeat.interval.ms"] == ("300", 8)
+        # they go with the group
+        deleted = c.request("DeleteGroups", 2, {"groups_names": ["g-conf"]})
+        assert [r["error_code"] for r in deleted["results"]] == [0], deleted
+        assert describe_group_configs(c, "g-conf")["consumer.heartbeat.interval.ms"] == ("500", 5)
