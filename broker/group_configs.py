@@ -186,6 +186,8 @@ class GroupConfigs:
 
 async def alter(broker, group_id: str, ops: list[dict], validate_only: bool) -> tuple[ErrorCode, str | None]:
     """IncrementalAlterConfigs of one GROUP resource, stored before the answer."""
+    if not group_id:
+        return ErrorCode.INVALID_REQUEST, "a group resource names a group (there is no default group)"
     configs = broker.group_configs
     try:
         await broker.store.alter_group_configs(group_id, lambda current: configs.changed(current, ops),

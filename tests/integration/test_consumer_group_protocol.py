@@ -362,6 +362,7 @@ def test_group_configs_set_the_heartbeat_interval_and_session_timeout_within_the
                         {"consumer.session.timeout.ms": "6000", "consumer.heartbeat.interval.ms": "7000"},
                         {"consumer.heartbeat.interval.ms": "soon"}, {"consumer.no.such.config": "1"}):
             assert alter_group_configs(c, "g-conf", refused)[0] == 40, refused  # INVALID_CONFIG
+        assert alter_group_configs(c, "", {"consumer.heartbeat.interval.ms": "300"})[0] == 42  # no default group
         assert alter_group_configs(c, "g-conf", {"consumer.heartbeat.interval.ms": "300",
                                                  "consumer.session.timeout.ms": "6000"}) == (0, None)
         configs = describe_group_configs(c, "g-conf")
