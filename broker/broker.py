@@ -30,6 +30,7 @@ from .security import authorizer
 from .security.scram_credentials import CREDENTIALS_FILE, ScramCredentials
 from .security.tls_reload import ListenerContexts
 from .supervisor import Supervisor
+from .group_configs import GroupConfigs
 from .share import ShareGroups
 from .share.persister import SHARE_STATE_TOPIC
 from .transaction import TransactionCoordinator
@@ -94,8 +95,10 @@ class Broker:
         self.cleaner = LogCleaner(self.logs, config["log.cleaner.io.max.bytes.per.second"],
                                   config["log.cleaner.dedupe.buffer.size"] // DEDUPE_BYTES_PER_KEY)
         self.replicas = ReplicaManager(self)
+        self.group_configs = GroupConfigs(config)
         self.store = self.replicas.store = _metadata_store(self)
-        self.groups = GroupCoordinator(self.logs, self.replicas, config, self.notify_append, self.supervisor)
+        self.groups = GroupCoordinator(self.logs, self.replicas, config, self.notify_append, self.supervisor,
+                                       self.group_configs)
         self.share = ShareGroups(self)
         self.transactions = TransactionCoordinator(
             self.logs, self.replicas, config, self.producer_ids, self.partition_leader, self.notify_append,

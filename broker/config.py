@@ -152,6 +152,16 @@ SETTINGS: list[Setting] = [
             "How often a consumer-protocol member heartbeats (told in every ConsumerGroupHeartbeat).", at_least(1)),
     Setting("group.consumer.session.timeout.ms", int, 45000,
             "A consumer-protocol member that does not heartbeat for this long is removed.", at_least(1)),
+    Setting("group.consumer.min.heartbeat.interval.ms", int, 5000,
+            "Smallest heartbeat interval of a consumer-protocol group (the broker's and any group's "
+            "consumer.heartbeat.interval.ms).", at_least(1)),
+    Setting("group.consumer.max.heartbeat.interval.ms", int, 15000,
+            "Largest heartbeat interval of a consumer-protocol group.", at_least(1)),
+    Setting("group.consumer.min.session.timeout.ms", int, 45000,
+            "Smallest session timeout of a consumer-protocol group (the broker's and any group's "
+            "consumer.session.timeout.ms).", at_least(1)),
+    Setting("group.consumer.max.session.timeout.ms", int, 60000,
+            "Largest session timeout of a consumer-protocol group.", at_least(1)),
     Setting("group.consumer.max.size", int, 2**31 - 1,
             "Most members a consumer-protocol group may have (GROUP_MAX_SIZE_REACHED).", between(1, 2**31 - 1)),
     Setting("group.consumer.assignors", str, "uniform,range",
@@ -162,6 +172,16 @@ SETTINGS: list[Setting] = [
             at_least(1)),
     Setting("group.share.session.timeout.ms", int, 45000,
             "A share group member that does not heartbeat for this long is removed.", at_least(1)),
+    Setting("group.share.min.heartbeat.interval.ms", int, 5000,
+            "Smallest heartbeat interval of a share group (the broker's and any group's "
+            "share.heartbeat.interval.ms).", at_least(1)),
+    Setting("group.share.max.heartbeat.interval.ms", int, 15000, "Largest heartbeat interval of a share group.",
+            at_least(1)),
+    Setting("group.share.min.session.timeout.ms", int, 45000,
+            "Smallest session timeout of a share group (the broker's and any group's share.session.timeout.ms).",
+            at_least(1)),
+    Setting("group.share.max.session.timeout.ms", int, 60000, "Largest session timeout of a share group.",
+            at_least(1)),
     Setting("group.share.max.size", int, 200, "Most members a share group may have (GROUP_MAX_SIZE_REACHED).",
             between(1, 1000)),
     Setting("group.share.max.groups", int, 10, "Most share groups a coordinator serves.", between(1, 100)),
@@ -327,6 +347,23 @@ class BrokerConfig:
             self.values[name] = value
         if len(self._log_dirs()) != 1:
             raise ConfigError(f"log.dirs: exactly one directory is supported (no JBOD), got {self['log.dirs']!r}")
+        for group_type in ("consumer", "share"):
+            self._check_group_bounds(group_type)
+
+    def _check_group_bounds(self, group_type: str) -> None:
+        """A group type's (KIP-848's, KIP-932's) defaults within their bounds, as Kafka's GroupCoordinatorConfig
+        requires at start."""
+        for kind in ("heartbeat.interval", "session.timeout"):
+            name, low, high = (f"group.{group_type}.{kind}.ms", f"group.{group_type}.min.{kind}.ms",
+                               f"group.{group_type}.max.{kind}.ms")
+            if self[high] < self[low]:
+                raise ConfigError(f"{high} must be greater than or equal to {low}")
+            if not self[low] <= self[name] <= self[high]:
+                raise ConfigError(f"{name} must be in [{low}, {high}] = [{self[low]}, {self[high]}], "
+                                  f"got {self[name]}")
+        if self[f"group.{group_type}.heartbeat.interval.ms"] >= self[f"group.{group_type}.session.timeout.ms"]:
+            raise ConfigError(f"group.{group_type}.heartbeat.interval.ms must be less than "
+                              f"group.{group_type}.session.timeout.ms")
 
     def warnings(self) -> list[str]:
         """One line per name this broker ignores: Kafka's that Moldau lacks, and typos with a suggestion."""

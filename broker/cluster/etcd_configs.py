@@ -1,5 +1,6 @@
 """Cluster-wide settings in etcd: topic configs (in the topic key ``/topics/<name>``), client quotas
-(``/client_quotas/<entity>``) and dynamic broker configs (``/configs/brokers/<id or <default>>``).
+(``/client_quotas/<entity>``), dynamic broker configs (``/configs/brokers/<id or <default>>``) and group
+configs (``/configs/groups/<group>``).
 
 A change is written with compare-and-swap before the request is answered, and every broker (the writer
 too) applies it from the watch through ``EtcdMetadataStore._apply``, so any broker answers the same
@@ -24,7 +25,7 @@ log = logging.getLogger("moldau.etcd")
 
 ATTEMPTS = 5  # compare-and-swap rounds lost to concurrent writers before the request is told to retry
 CLIENT_QUOTAS = "client_quotas"
-CONFIGS = "configs"  # /configs/brokers/<node id or <default>>: dynamic broker configs
+CONFIGS = "configs"  # /configs/brokers/<node id or <default>>, /configs/groups/<group id, percent-encoded>
 
 
 def quota_key_name(entity: Entity) -> str:
@@ -46,6 +47,9 @@ class EtcdConfigs:
         if quotas.values:  # etcd's replace them as the watch brings them
             log.warning("client quotas in %s are not used in a cluster: they are kept in etcd", quotas.path)
             quotas.values.clear()
+        groups = store.broker.group_configs
+        if groups.path.exists():
+            log.warning("group configs in %s are not used in a cluster: they are kept in etcd", groups.path)
 
     @property
     def broker(self):
@@ -135,13 +139,10 @@ class EtcdConfigs:
                 return
             await asyncio.sleep(0.05)
 
-    # --- dynamic broker configs -------------------------------------------------------------------
-
-    async def alter_broker_configs(self, entity: str, change, validate_only: bool) -> None:
-        """CAS on the entity's key; an entity without dynamic configs has no key."""
+    async def _alter_configs(self, key: bytes, change, validate_only: bool, in_force, what: str) -> None:
+        """CAS of a ``{name: value}`` key on its mod revision (version 0 if absent; an empty set deletes it),
+        then until this broker's watch has applied it (``in_force()`` equals it)."""
         client, tx = self.store.client, self.store.client.transactions
-        key = self.store.key(CONFIGS, "brokers", entity)
-        configs = self.broker.broker_configs
         for _ in range(ATTEMPTS):
             found = await client.get(key)
             wanted = change(json.loads(found.value) if found is not None else {})
@@ -151,9 +152,28 @@ class EtcdConfigs:
             write = tx.put(key, json.dumps(wanted, sort_keys=True).encode()) if wanted else tx.delete(key)
             ok, _ = await client.transaction(compare=[guard], success=[write], failure=[])
             if ok:
-                await self._until(lambda: configs.entities.get(entity, {}) == wanted)
+                await self._until(lambda: in_force() == wanted)
                 return
-        raise TimeoutError("the broker configs kept changing under this request; retry")
+        raise TimeoutError(f"the {what} kept changing under this request; retry")
+
+    # --- dynamic broker configs -------------------------------------------------------------------
+
+    async def alter_broker_configs(self, entity: str, change, validate_only: bool) -> None:
+        """An entity without dynamic configs has no key."""
+        configs = self.broker.broker_configs
+        await self._alter_configs(self.store.key(CONFIGS, "brokers", entity), change, validate_only,
+                                  lambda: configs.entities.get(entity, {}), "broker configs")
 
     def apply_broker_configs(self, entity: str, value: bytes | None) -> None:
         self.broker.broker_configs.set(entity, json.loads(value) if value is not None else {})
+
+    # --- group configs ----------------------------------------------------------------------------
+
+    async def alter_group_configs(self, group_id: str, change, validate_only: bool) -> None:
+        """A group without configs of its own has no key."""
+        configs = self.broker.group_configs
+        await self._alter_configs(self.store.key(CONFIGS, "groups", quote(group_id, safe="")), change,
+                                  validate_only, lambda: configs.groups.get(group_id, {}), "group's configs")
+
+    def apply_group_configs(self, key_name: str, value: bytes | None) -> None:
+        self.broker.group_configs.set(unquote(key_name), json.loads(value) if value is not None else {})

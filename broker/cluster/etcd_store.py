@@ -451,6 +451,8 @@ class EtcdMetadataStore(MetadataStore):
                 self.configs.apply_client_quota(parts[1], value)
             elif parts[0] == CONFIGS and len(parts) == 3 and parts[1] == "brokers":
                 self.configs.apply_broker_configs(parts[2], value)
+            elif parts[0] == CONFIGS and len(parts) == 3 and parts[1] == "groups":
+                self.configs.apply_group_configs(parts[2], value)
         except (ValueError, KeyError, TypeError) as exc:
             log.error("ignoring unreadable etcd key %s: %s", key, exc)
 
@@ -739,6 +741,9 @@ class EtcdMetadataStore(MetadataStore):
 
     async def alter_broker_configs(self, entity: str, change, validate_only: bool) -> None:
         await self.configs.alter_broker_configs(entity, change, validate_only)
+
+    async def alter_group_configs(self, group_id: str, change, validate_only: bool) -> None:
+        await self.configs.alter_group_configs(group_id, change, validate_only)
 
     def configs_changed(self) -> None:
         self.controller.configs_changed()

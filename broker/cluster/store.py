@@ -118,6 +118,11 @@ class MetadataStore:
         """Replace the dynamic broker configs of ``entity`` (a node id or ``<default>``) with ``change(its
         current ones)`` (which raises InvalidConfig to refuse), before the answer."""
 
+    async def alter_group_configs(self, group_id: str, change: Callable[[dict[str, str]], dict[str, str]],
+                                  validate_only: bool) -> None:
+        """Replace a group's configs (GROUP resource) with ``change(its current ones)`` (which raises
+        InvalidConfig to refuse), before the answer."""
+
     def configs_changed(self) -> None:
         """Topic configs or their defaults changed (the controller of a cluster looks again)."""
 
@@ -143,6 +148,7 @@ class LocalMetadataStore(MetadataStore):
     async def start(self) -> None:
         """The internal topics exist from the start, and this broker leads (and coordinates) all of them."""
         self.broker.broker_configs.load()
+        self.broker.group_configs.load()
         self.broker.groups.manager.open_topic()
         self.broker.transactions.state_manager.open_topic()
         for name in INTERNAL_TOPIC_SETTINGS:
@@ -199,6 +205,14 @@ class LocalMetadataStore(MetadataStore):
         wanted = change(dict(configs.entities.get(entity, {})))
         if not validate_only:
             configs.set(entity, wanted)
+            configs.save()
+
+    async def alter_group_configs(self, group_id: str, change, validate_only: bool) -> None:
+        """Kept in the data directory (group-configs.json)."""
+        configs = self.broker.group_configs
+        wanted = change(dict(configs.groups.get(group_id, {})))
+        if not validate_only:
+            configs.set(group_id, wanted)
             configs.save()
 
 

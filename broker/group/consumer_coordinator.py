@@ -65,6 +65,7 @@ class ConsumerGroupCoordinator:
     def __init__(self, coordinator) -> None:
         self.coordinator = coordinator  # the GroupCoordinator: its groups, partitions and manager
         self.config = coordinator.config
+        self.group_configs = coordinator.group_configs
         self.logs = coordinator.manager.logs
 
     @property
@@ -114,7 +115,8 @@ class ConsumerGroupCoordinator:
         response = {
             "throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": member.member_id,
             "member_epoch": member.member_epoch,
-            "heartbeat_interval_ms": self.config["group.consumer.heartbeat.interval.ms"], "assignment": None,
+            "heartbeat_interval_ms": self.group_configs.value(group_id, "consumer.heartbeat.interval.ms"),
+            "assignment": None,
         }
         full = epoch == 0 or (request["rebalance_timeout_ms"] != -1 and request["subscribed_topic_names"] is not None
                               and request["topic_partitions"] is not None)
@@ -331,7 +333,8 @@ class ConsumerGroupCoordinator:
     def _schedule_session_timeout(self, holder: GroupMetadata, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
-        timeout = member.classic_session_timeout_ms or self.config["group.consumer.session.timeout.ms"]
+        timeout = (member.classic_session_timeout_ms
+                   or self.group_configs.value(holder.group_id, "consumer.session.timeout.ms"))
         member.session_timer = _call_later(timeout, self._on_session_timeout, holder.group_id, member)
 
     def _on_session_timeout(self, group_id: str, member: ConsumerMember) -> None:

@@ -84,8 +84,9 @@ def _check_member(group: GroupMetadata, member_id: str, instance_id: str | None,
 class GroupCoordinator:
     """The groups of the partitions served here. Dead groups are removed at once, so ``groups`` holds live ones only."""
 
-    def __init__(self, logs, replicas, config, notify_append, supervisor):
+    def __init__(self, logs, replicas, config, notify_append, supervisor, group_configs):
         self.config = config
+        self.group_configs = group_configs  # a group's own consumer.* settings over the broker's
         self.manager = GroupMetadataManager(logs, replicas, config, notify_append)
         self.groups: dict[str, GroupMetadata] = {}
         self.supervisor = supervisor

@@ -1,5 +1,6 @@
-"""DeleteGroups: remove empty groups and their committed offsets."""
+"""DeleteGroups: remove empty groups, their committed offsets and their group configs."""
 
+from broker import group_configs
 from broker.coordinator_partitions import settled
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP
@@ -19,4 +20,6 @@ async def handle(broker, request, header) -> dict:
         results[group_id] = await broker.share.groups.delete(group_id)
     for group_id, error in results.items():  # each answered once its tombstones are committed
         results[group_id] = await settled(broker.groups.committed(group_id, error))
+        if results[group_id] == ErrorCode.NONE:
+            await group_configs.forget(broker, group_id)
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": e} for g, e in results.items()]}

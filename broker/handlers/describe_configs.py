@@ -17,7 +17,7 @@ from broker.errors import ErrorCode
 from broker.log_levels import loggers
 from broker.security.tls_reload import RECONFIGURABLE
 from broker.security.authorization import config_refusal
-from broker.share.group_configs import GROUP_RESOURCE
+from broker.group_configs import GROUP_RESOURCE
 from broker.topic_configs import STRING, TOPIC_CONFIGS
 from storage.config import LOG_CONFIG_NAMES
 
@@ -127,9 +127,9 @@ def _configs(broker, resource) -> tuple[int, str | None, list]:
             return ErrorCode.INVALID_REQUEST, f"name this broker ({broker.node_id}), not {name!r}", []
         return 0, None, [_entry(logger, level, DYNAMIC_BROKER_LOGGER_CONFIG, STRING, False, [])
                          for logger, level in loggers().items()]
-    if rtype == GROUP_RESOURCE:  # share groups' configs
+    if rtype == GROUP_RESOURCE:
         return 0, None, [_entry(n, v, source, t, False, [_synonym(n, v, source)])
-                         for n, v, source, t in broker.share.configs.describe(name)]
+                         for n, v, source, t in broker.group_configs.describe(name)]
     return ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported", []
 
 

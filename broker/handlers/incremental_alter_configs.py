@@ -8,7 +8,8 @@ from broker import log_levels, topic_configs
 from broker.topic_configs import APPEND, DELETE, SET, SUBTRACT, config_list, list_changed
 from broker.errors import ErrorCode
 from broker.security.authorization import config_refusal
-from broker.share.group_configs import GROUP_RESOURCE
+from broker import group_configs
+from broker.group_configs import GROUP_RESOURCE
 from storage.config import LOG_CONFIG_NAMES
 
 API = "IncrementalAlterConfigs"
@@ -84,9 +85,9 @@ async def handle(broker, request, header) -> dict:
             code, message = refusal, None
         elif resource["resource_type"] == BROKER_LOGGER:
             code, message = _alter_loggers(broker, resource, request["validate_only"])
-        elif resource["resource_type"] == GROUP_RESOURCE:  # share groups' configs
-            code, message = broker.share.configs.alter(resource["resource_name"], resource["configs"],
-                                                       request["validate_only"])
+        elif resource["resource_type"] == GROUP_RESOURCE:
+            code, message = await group_configs.alter(broker, resource["resource_name"], resource["configs"],
+                                                      request["validate_only"])
         else:
             code, message = await topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
                                                       _changes_of(resource), request["validate_only"])

@@ -6,7 +6,6 @@ import asyncio
 import logging
 
 from .coordinator import ShareGroupCoordinator, now_ms
-from .group_configs import GroupConfigs
 from .manager import SWEEP_INTERVAL_S, SharePartitionManager
 from .persister import SharePersister
 
@@ -24,7 +23,7 @@ class ShareGroups:
         self.persister = SharePersister(broker)
         self.groups = ShareGroupCoordinator(broker)
         self.partitions = SharePartitionManager(broker, self.persister)
-        self.configs = GroupConfigs(broker.config)
+        self.configs = broker.group_configs
 
     def group_config(self, group_id: str, name: str):
         """A group config of a share group: its own value, else the broker's default (Kafka's GroupConfig)."""

@@ -98,7 +98,7 @@ class ShareGroupCoordinator:
         elif epoch > member.member_epoch:
             return _error(ErrorCode.FENCED_MEMBER_EPOCH, f"epoch {epoch} is ahead of the member's")
         member.client_id, member.client_host = client_id, client_host
-        member.deadline_ms = now_ms() + self.config["group.share.session.timeout.ms"]
+        member.deadline_ms = now_ms() + self.broker.share.group_config(group_id, "share.session.timeout.ms")
         if request["rack_id"] is not None:
             member.rack_id = request["rack_id"]
         if request["subscribed_topic_names"] is not None:
@@ -110,7 +110,8 @@ class ShareGroupCoordinator:
         before = member.member_epoch
         member.member_epoch = group.assignment_epoch
         full = epoch == 0 or before != member.member_epoch
-        return _response(member_id, member.member_epoch, self.config["group.share.heartbeat.interval.ms"],
+        return _response(member_id, member.member_epoch,
+                         self.broker.share.group_config(group_id, "share.heartbeat.interval.ms"),
                          member.assignment if full else None)
 
     def _refresh(self, group: ShareGroup) -> None:
@@ -186,10 +187,7 @@ class ShareGroupCoordinator:
         if group is not None and group.members:
             return ErrorCode.NON_EMPTY_GROUP
         self.groups.pop(group_id, None)
-        error = await self.broker.share.partitions.delete_group(group_id)
-        if error == ErrorCode.NONE:
-            self.broker.share.configs.forget(group_id)
-        return error
+        return await self.broker.share.partitions.delete_group(group_id)
 
 
 def describe_error(group_id: str, error: ErrorCode, message: str | None = None) -> dict:

@@ -21,12 +21,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from broker.errors import ErrorCode
+from broker.group_configs import parse_duration_ms
 from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
 from protocol.records import scan_batches
 from storage.errors import OffsetOutOfRange
 
 from .coordinator import now_ms
-from .group_configs import parse_duration_ms
 from .partition import AcknowledgeType, InvalidRecordState, SharePartition
 from .persister import RETRIABLE, SharePersister, ShareKey, Snapshot
 

@@ -7,14 +7,18 @@ confluent-kafka's AdminClient against a real three-broker cluster with a real et
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from helpers.cluster import start_cluster  # noqa: F401 (fixture)
+from broker.internal_topics import partition_for
+from helpers.cluster import CLUSTER_DEFAULTS, start_cluster  # noqa: F401 (fixture)
 from helpers.kafka import producer
-from helpers.wire import WireClient, alter_broker_configs, alter_quotas, describe_broker_configs, describe_quotas
+from helpers.share import records, share_consumer
+from helpers.wire import (WireClient, alter_broker_configs, alter_group_configs, alter_quotas, describe_broker_configs,
+                          describe_group_configs, describe_quotas)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -216,3 +220,63 @@ def test_dynamic_broker_configs_are_cluster_wide(start_cluster):
 
     cluster.brokers[other].restart()
     assert _broker_configs(cluster.brokers[other], str(other))["message.max.bytes"] == ("2000", 3)
+
+
+def _lock_duration(b, group: str) -> tuple[str | None, int]:
+    with WireClient(b.port) as c:
+        return describe_group_configs(c, group)["share.record.lock.duration.ms"]
+
+
+def _first(consumer, value: bytes, timeout: float) -> tuple[float, int]:
+    """When ``consumer`` first received ``value``, and its delivery count (not acknowledged)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for m in records(consumer.poll(0.5)):
+            if m.value() == value:
+                return time.monotonic(), m.delivery_count()
+    raise AssertionError(f"{value!r} not received in {timeout} s")
+
+
+def test_group_configs_are_cluster_wide(start_cluster):
+    """A share group's lock duration, set through a broker that leads nothing of it, is what every broker
+    describes and what the share partition's leader locks records for; a restarted broker takes it from etcd."""
+    cluster = start_cluster(3, group_share_heartbeat_interval_ms=500,  # locks of 30 s by default
+                            group_share_min_heartbeat_interval_ms=100)
+    cluster.create_topic("gq", partitions=1, replication_factor=3)
+    leader = cluster.leader("gq")
+    other = next(n for n in cluster.brokers if n != leader)
+    with WireClient(cluster.brokers[other].port) as c:
+        assert alter_group_configs(c, "gsg", {"share.record.lock.duration.ms": "2000",
+                                              "share.auto.offset.reset": "earliest"}) == (0, None)
+        assert alter_group_configs(c, "gsg", {"share.record.lock.duration.ms": "999"})[0] == KafkaError.INVALID_CONFIG
+    assert {kv.key: json.loads(kv.value) for kv in cluster.etcd_prefix(b"/configs/groups/")} == {
+        b"/configs/groups/gsg": {"share.record.lock.duration.ms": "2000", "share.auto.offset.reset": "earliest"}}
+    for node, b in cluster.brokers.items():
+        cluster.wait_until(lambda: _lock_duration(b, "gsg") == ("2000", 8), 30, f"broker {node} describing it")
+
+    p, _ = producer(cluster.bootstrap, linger_ms=0)
+    p.produce("gq", b"held")
+    p.flush(30)
+    holder = share_consumer(cluster.bootstrap, "gsg", "gq", explicit=True)
+    taker = share_consumer(cluster.bootstrap, "gsg", "gq", explicit=True)
+    try:
+        held_at, count = _first(holder, b"held", 60)
+        assert count == 1
+        taken_at, count = _first(taker, b"held", 60)  # the holder never acknowledges it
+        assert count == 2 and taken_at - held_at < 20, "released after the group's 2 s lock, not the broker's 30 s"
+    finally:
+        holder.close()
+        taker.close()
+
+    cluster.brokers[leader].restart()
+    assert _lock_duration(cluster.brokers[leader], "gsg") == ("2000", 8)
+
+    # DeleteGroups at the group's coordinator deletes its key: every broker is back to the default
+    offsets_partitions = CLUSTER_DEFAULTS["offsets.topic.num.partitions"]
+    coordinator = cluster.leader("__consumer_offsets", partition_for("gsg", offsets_partitions))
+    with WireClient(cluster.brokers[coordinator].port) as c:
+        cluster.wait_until(lambda: c.request("DeleteGroups", 2, {"groups_names": ["gsg"]})["results"][0][
+            "error_code"] == 0, 30, "the empty share group deleted")
+    assert cluster.etcd_prefix(b"/configs/groups/") == []
+    for node, b in cluster.brokers.items():
+        cluster.wait_until(lambda: _lock_duration(b, "gsg") == ("30000", 5), 30, f"broker {node} back to the default")

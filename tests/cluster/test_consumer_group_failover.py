@@ -23,6 +23,7 @@ pytestmark = pytest.mark.timeout(180)
 def test_consumer_group_survives_its_coordinator_kill(start_cluster):
     # sessions outlast the failover (etcd session 4 s, then the partition's load)
     cluster = start_cluster(3, min_insync_replicas=2, group_consumer_heartbeat_interval_ms=500,
+                            group_consumer_min_heartbeat_interval_ms=100, group_consumer_min_session_timeout_ms=6000,
                             group_consumer_session_timeout_ms=30000)
     cluster.create_topic("cg-events", partitions=2, replication_factor=3)
     produce(cluster.bootstrap, "cg-events", 2, 100)

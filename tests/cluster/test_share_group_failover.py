@@ -46,7 +46,8 @@ def _consume(bootstrap: str, want: set[bytes], timeout: float) -> list[bytes]:
 
 def test_share_group_state_survives_coordinator_and_leader_kills(start_cluster):
     cluster = start_cluster(3, min_insync_replicas=2, share_coordinator_state_topic_num_partitions=STATE_PARTITIONS,
-                            group_share_heartbeat_interval_ms=500, group_share_record_lock_duration_ms=5000)
+                            group_share_heartbeat_interval_ms=500, group_share_min_heartbeat_interval_ms=100,
+                            group_share_record_lock_duration_ms=5000)
     cluster.create_topic("sq", partitions=1, replication_factor=3)
     c = share_consumer(cluster.bootstrap, "sg", "sq", explicit=True)
     try:

@@ -16,7 +16,8 @@ from helpers.kafka import COMMON
 from helpers.wire import WireClient
 
 # heartbeats twice a second and sessions of 6 s: reconciliation and fencing in test time
-CONSUMER_GROUPS = {"group.consumer.heartbeat.interval.ms": 500, "group.consumer.session.timeout.ms": 6000}
+CONSUMER_GROUPS = {"group.consumer.heartbeat.interval.ms": 500, "group.consumer.min.heartbeat.interval.ms": 100,
+                   "group.consumer.session.timeout.ms": 6000, "group.consumer.min.session.timeout.ms": 6000}
 
 
 class Member(threading.Thread):

@@ -9,7 +9,8 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from helpers.kafka import create_topic
 from helpers.wire import WireClient
 
-SHARE_BROKER = {"group.share.record.lock.duration.ms": 2000, "group.share.heartbeat.interval.ms": 500}
+SHARE_BROKER = {"group.share.record.lock.duration.ms": 2000, "group.share.heartbeat.interval.ms": 500,
+                "group.share.min.heartbeat.interval.ms": 100}
 
 
 def share_consumer(bootstrap: str, group: str, topic: str, explicit: bool = False) -> ShareConsumer:

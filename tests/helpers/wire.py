@@ -156,20 +156,33 @@ def describe_quotas(c: "WireClient", components: list[tuple[str, int, str | None
 # (librdkafka refuses a BROKER resource without a name, the cluster default, and sends a named one to that
 # broker only)
 
-def alter_broker_configs(c: "WireClient", name: str, configs: dict, validate_only: bool = False) -> tuple[int, str]:
-    """SET each config (DELETE for None) of BROKER ``name`` ("" for the cluster default): (error code, message)."""
+def alter_broker_configs(c: "WireClient", name: str, configs: dict, validate_only: bool = False,
+                         resource_type: int = 4) -> tuple[int, str]:
+    """SET each config (DELETE for None) of BROKER ``name`` ("" for the cluster default), or of another
+    resource type's: (error code, message)."""
     r = c.request("IncrementalAlterConfigs", 1, {"validate_only": validate_only, "resources": [
-        {"resource_type": 4, "resource_name": name, "configs": [
+        {"resource_type": resource_type, "resource_name": name, "configs": [
             {"name": k, "config_operation": 0 if v is not None else 1, "value": v} for k, v in configs.items()]}]})
     (result,) = r["responses"]
     return result["error_code"], result["error_message"]
 
 
-def describe_broker_configs(c: "WireClient", name: str) -> dict[str, tuple[str | None, int]]:
-    """BROKER ``name``'s configs: name -> (value, source)."""
-    r = c.request("DescribeConfigs", 4, {"resources": [{"resource_type": 4, "resource_name": name,
+def describe_broker_configs(c: "WireClient", name: str, resource_type: int = 4) -> dict[str, tuple[str | None, int]]:
+    """BROKER ``name``'s configs (or another resource type's): name -> (value, source)."""
+    r = c.request("DescribeConfigs", 4, {"resources": [{"resource_type": resource_type, "resource_name": name,
                                                         "configuration_keys": None}],
                                          "include_synonyms": False, "include_documentation": False})
     (result,) = r["results"]
     assert result["error_code"] == 0, result
     return {e["name"]: (e["value"], e["config_source"]) for e in result["configs"]}
+
+
+GROUP = 32  # the GROUP resource type: group configs
+
+
+def alter_group_configs(c: "WireClient", group: str, configs: dict) -> tuple[int, str]:
+    return alter_broker_configs(c, group, configs, resource_type=GROUP)
+
+
+def describe_group_configs(c: "WireClient", group: str) -> dict[str, tuple[str | None, int]]:
+    return describe_broker_configs(c, group, resource_type=GROUP)

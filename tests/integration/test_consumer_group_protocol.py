@@ -28,7 +28,7 @@ from helpers.consumer_protocol import (
 )
 from helpers.groups import GROUP_BROKER, wait_until
 from helpers.kafka import COMMON, create_topic
-from helpers.wire import WireClient
+from helpers.wire import WireClient, alter_group_configs, describe_group_configs
 
 
 @pytest.fixture
@@ -349,3 +349,42 @@ def test_transactional_offsets_of_a_consumer_protocol_member(start_broker):
         assert committed_offsets(b.port, "g-eos") == {("eos-in", 0): 10}
     finally:
         c.close()
+
+
+def test_group_configs_set_the_heartbeat_interval_and_session_timeout_within_the_bounds(start_broker, member):
+    """consumer.heartbeat.interval.ms / consumer.session.timeout.ms of one group (GROUP resource), within the
+    broker's group.consumer.min/max.* bounds: told in its heartbeats, its members fenced after its timeout."""
+    b = start_broker({**CONSUMER_GROUPS, "group.consumer.session.timeout.ms": 30000})
+    create_topic(b.bootstrap, "gc", 2)
+    with WireClient(b.port) as c:
+        for refused in ({"consumer.heartbeat.interval.ms": "50"}, {"consumer.heartbeat.interval.ms": "20000"},
+                        {"consumer.session.timeout.ms": "1000"}, {"consumer.session.timeout.ms": "70000"},
+                        {"consumer.session.timeout.ms": "6000", "consumer.heartbeat.interval.ms": "7000"},
+                        {"consumer.heartbeat.interval.ms": "soon"}, {"consumer.no.such.config": "1"}):
+            assert alter_group_configs(c, "g-conf", refused)[0] == 40, refused  # INVALID_CONFIG
+        assert alter_group_configs(c, "", {"consumer.heartbeat.interval.ms": "300"})[0] == 42  # no default group
+        assert alter_group_configs(c, "g-conf", {"consumer.heartbeat.interval.ms": "300",
+                                                 "consumer.session.timeout.ms": "6000"}) == (0, None)
+        configs = describe_group_configs(c, "g-conf")
+        assert configs["consumer.heartbeat.interval.ms"] == ("300", 8)  # GROUP_CONFIG
+        assert configs["consumer.session.timeout.ms"] == ("6000", 8)
+        assert describe_group_configs(c, "g-other")["consumer.session.timeout.ms"] == ("30000", 5)  # DEFAULT
+        silent = heartbeat(c, "g-conf", "m-silent", 0, topics=["gc"], owned=[])
+        assert silent["error_code"] == 0 and silent["heartbeat_interval_ms"] == 300, silent
+        other = heartbeat(c, "g-other", "m-1", 0, topics=["gc"], owned=[])
+        assert other["heartbeat_interval_ms"] == 500
+    # a confluent-kafka member shares the group with one that stops heartbeating: the group's 6 s session
+    # (not the broker's 30 s) hands it every partition
+    joined = time.monotonic()
+    m = member(b.bootstrap, "g-conf", ["gc"])
+    wait_until(lambda: m.snapshot()[0] == {("gc", 0), ("gc", 1)}, 25, "the silent member fenced")
+    assert time.monotonic() - joined < 25
+    assert "m-silent" not in [x["member_id"] for x in describe(b.port, "g-conf")["members"]]
+    m.stop()
+    b.restart()
+    with WireClient(b.port) as c:
+        assert describe_group_configs(c, "g-conf")["consumer.heartbeat.interval.ms"] == ("300", 8)
+        # they go with the group
+        deleted = c.request("DeleteGroups", 2, {"groups_names": ["g-conf"]})
+        assert [r["error_code"] for r in deleted["results"]] == [0], deleted
+        assert describe_group_configs(c, "g-conf")["consumer.heartbeat.interval.ms"] == ("500", 5)

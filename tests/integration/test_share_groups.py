@@ -15,7 +15,7 @@ from collections import Counter
 from confluent_kafka import AcknowledgeType, Producer
 
 from helpers.share import SHARE_BROKER, new_topic, records, share_consumer, topic_id, warm_up
-from helpers.wire import WireClient
+from helpers.wire import WireClient, alter_group_configs, describe_group_configs
 from operations.test_metrics import scrape
 
 from conftest import free_port
@@ -179,15 +179,9 @@ def test_acknowledged_records_stay_done_after_kill_9(start_broker):
 
 def _set_group_configs(port: int, group: str, configs: dict[str, str]) -> None:
     with WireClient(port) as w:
-        answer = w.request("IncrementalAlterConfigs", 1, {"validate_only": False, "resources": [{
-            "resource_type": 32, "resource_name": group,
-            "configs": [{"name": n, "config_operation": 0, "value": v} for n, v in configs.items()]}]})
-        assert [r["error_code"] for r in answer["responses"]] == [0], answer
-        described = w.request("DescribeConfigs", 4, {"include_synonyms": False, "include_documentation": False,
-                                                     "resources": [{"resource_type": 32, "resource_name": group,
-                                                                    "configuration_keys": None}]})
-        entries = {e["name"]: e["value"] for e in described["results"][0]["configs"]}
-        assert {n: entries[n] for n in configs} == configs
+        assert alter_group_configs(w, group, configs) == (0, None)
+        entries = describe_group_configs(w, group)
+        assert {n: entries[n] for n in configs} == {n: (v, 8) for n, v in configs.items()}  # GROUP_CONFIG
 
 
 def test_read_committed_share_group_never_sees_aborted_or_open_transactions(start_broker):
@@ -249,6 +243,12 @@ def test_bad_share_requests_get_error_codes(start_broker):
         ack = w.request("ShareAcknowledge", 1, {"group_id": "bg", "member_id": "m" * 20, "share_session_epoch": 0,
                                                 "topics": []})
         assert ack["error_code"] == 42
+        # the group's own heartbeat interval, within group.share.min/max.heartbeat.interval.ms
+        assert alter_group_configs(w, "hg", {"share.heartbeat.interval.ms": "50"})[0] == 40  # INVALID_CONFIG
+        assert alter_group_configs(w, "hg", {"share.heartbeat.interval.ms": "700"}) == (0, None)
+        beat = w.request("ShareGroupHeartbeat", 1, {"group_id": "hg", "member_id": "h" * 20, "member_epoch": 0,
+                                                    "rack_id": None, "subscribed_topic_names": ["bad"]})
+        assert (beat["error_code"], beat["heartbeat_interval_ms"]) == (0, 700), beat
         assert w.request("ApiVersions", 3, {"client_software_name": "t", "client_software_version": "1"})[
             "error_code"] == 0  # still serving
 

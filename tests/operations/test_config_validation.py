@@ -27,6 +27,11 @@ from conftest import free_port
         ({"log.cleaner.min.cleanable.ratio": "2"}, "log.cleaner.min.cleanable.ratio: must be in [0, 1]"),
         ({"log.dirs": "{file}"}, "log.dirs: {file} is a file, not a directory"),
         ({"log.dirs": "", "log.dir": "{file}/data"}, "log.dir: {file}/data cannot be created: a part of its path is a file"),
+        # KIP-848's defaults within their bounds, as Kafka's GroupCoordinatorConfig requires
+        ({"group.consumer.heartbeat.interval.ms": "1000"}, "group.consumer.heartbeat.interval.ms must be in "
+         "[group.consumer.min.heartbeat.interval.ms, group.consumer.max.heartbeat.interval.ms] = [5000, 15000]"),
+        ({"group.consumer.max.session.timeout.ms": "40000"},
+         "group.consumer.max.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"),
     ],
 )
 def test_bad_config_is_one_line_and_exit_code_2(tmp_path, overrides, says):
