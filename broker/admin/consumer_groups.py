@@ -13,13 +13,15 @@ import sys
 
 from ..errors import ErrorCode
 from . import command
-from .client import EARLIEST, LATEST, AdminClient, GroupDescription, KafkaError, PartitionLag, error_name
+from .client import (EARLIEST, LATEST, AdminClient, GroupDescription, KafkaError, PartitionLag, error_name,
+                     group_type)
 from .command import UsageError
 
 TOOL = "consumer-groups"
 MISSING = "-"
 INACTIVE = ("Empty", "Dead")
 REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
+TYPES = ("classic", "consumer")  # the types of group kafka-consumer-groups lists (share groups: share-groups)
 SCENARIOS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")
 
 
@@ -44,7 +46,10 @@ def add_parser(sub) -> None:
     parser.add_argument("--state", nargs="?", const="", metavar="STATES",
                         help="with --describe: the group's state; with --list: show states, or only groups in "
                              "these comma-separated states")
-    parser.add_argument("--verbose", action="store_true", help="with --members: each member's assignment")
+    parser.add_argument("--type", nargs="?", const="", metavar="TYPES",
+                        help="with --list: show types (classic, consumer), or only groups of these comma-separated types")
+    parser.add_argument("--verbose", action="store_true", help="with --members: each member's assignment (and a "
+                        "KIP-848 member's epoch and target); with --state: a KIP-848 group's epochs")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
                         help="with --reset-offsets: a topic, or some of its partitions (repeatable)")
     parser.add_argument("--all-topics", action="store_true", help="with --reset-offsets: every topic the group "
@@ -74,6 +79,10 @@ def _check(args) -> None:
         raise UsageError("--describe, --reset-offsets and --delete need --group or --all-groups")
     if args.group and args.all_groups:
         raise UsageError("--group and --all-groups exclude each other")
+    if args.type is not None and not args.list:
+        raise UsageError("--type goes with --list")
+    if args.type and not {t.strip().lower() for t in args.type.split(",") if t.strip()} <= set(TYPES):
+        raise UsageError(f"--type {args.type}: the types are {', '.join(TYPES)}")
     if args.describe and sum(map(bool, (args.members, args.offsets, args.state is not None))) > 1:
         raise UsageError("--describe takes one of --members, --offsets and --state")
     if args.reset_offsets:
@@ -110,21 +119,32 @@ def parse_datetime(text: str) -> int:
 async def _groups(admin: AdminClient, args) -> list[str]:
     if not args.all_groups:
         return args.group
-    return sorted(g["group_id"] for g in await admin.list_groups() if g["protocol_type"] in ("consumer", ""))
+    return sorted(g["group_id"] for g in _consumer_groups(await admin.list_groups()))
+
+
+def _consumer_groups(listed: list[dict]) -> list[dict]:
+    return [g for g in listed if g["protocol_type"] in ("consumer", "") and group_type(g) in TYPES]
 
 
 async def _list(admin: AdminClient, args) -> None:
-    groups = [g for g in await admin.list_groups() if g["protocol_type"] in ("consumer", "")]
-    if args.state is None:
+    """As ConsumerGroupCommand: names only, or with --type / --state a table of the groups of those types and
+    states (ListGroups filters them, KIP-1043)."""
+    def values(text):
+        return [v.strip() for v in (text or "").split(",") if v.strip()]
+
+    groups = _consumer_groups(await admin.list_groups(values(args.type), values(args.state)))
+    if args.state is None and args.type is None:
         for g in groups:
             print(g["group_id"])
         return
-    wanted = {s.strip().lower() for s in args.state.split(",") if s.strip()}
-    groups = [g for g in groups if not wanted or g.get("group_state", "").lower() in wanted]
     width = max([15, *(len(g["group_id"]) for g in groups)]) + 10
-    print(f"{'GROUP':<{width}} {'STATE':<20}")
+    fmt = f"{{:<{width}}}" + " {:<20}" * ((args.type is not None) + (args.state is not None))
+    print(fmt.format("GROUP", *(["TYPE"] if args.type is not None else []),
+                     *(["STATE"] if args.state is not None else [])).rstrip())
     for g in groups:
-        print(f"{g['group_id']:<{width}} {g.get('group_state', 'Unknown') or 'Unknown':<20}")
+        kind = [group_type(g).capitalize()] if args.type is not None else []
+        state = [g.get("group_state") or "Unknown"] if args.state is not None else []
+        print(fmt.format(g["group_id"], *kind, *state).rstrip())
 
 
 def _note_state(group: GroupDescription) -> None:
@@ -152,7 +172,7 @@ async def _describe(admin: AdminClient, args) -> None:
         if args.members:
             _print_members(group, args.verbose)
         elif args.state is not None:
-            _print_state(group)
+            _print_state(group, args.verbose)
         else:
             rows = [lag_row(group_id, r) for r in await admin.group_lag(group)]
             if rows:
@@ -167,28 +187,44 @@ async def _describe(admin: AdminClient, args) -> None:
 
 
 def _print_members(group: GroupDescription, verbose: bool) -> None:
+    """--members: KIP-1099's columns; with --verbose a KIP-848 group's members also show their epoch, their
+    current assignment and the target the coordinator reconciles them toward (at the group's assignment epoch)."""
     members = group.members
     instance = any(m.group_instance_id for m in members)
+    epochs = verbose and group.type == "consumer"
     widths = {"group": max(15, len(group.group_id)), "id": max([15, *(len(m.member_id) for m in members)]),
               "instance": max([17, *(len(m.group_instance_id or "") for m in members)]),
               "host": max([15, *(len(m.host) for m in members)]),
               "client": max([15, *(len(m.client_id) for m in members)])}
 
-    def line(g, i, gi, h, c, n, assignment=None) -> str:
+    def line(g, i, gi, h, c, n, *verbose_cells) -> str:
         cells = [f"{g:<{widths['group']}}", f"{i:<{widths['id']}}"] + (
             [f"{gi:<{widths['instance']}}"] if instance else []) + [
             f"{h:<{widths['host']}}", f"{c:<{widths['client']}}", f"{n:<15}"]
-        text = " ".join(cells) + " "
-        return text + (assignment if verbose and assignment is not None else "")
+        if not verbose:
+            return " ".join(cells).rstrip()
+        if epochs:  # CURRENT-EPOCH, CURRENT-ASSIGNMENT, TARGET-EPOCH, TARGET-ASSIGNMENT
+            width = max(20, *(len(c) for c in verbose_cells))
+            cells += [f"{verbose_cells[0]:<15}", f"{verbose_cells[1]:<{width}}", f"{verbose_cells[2]:<15}",
+                      verbose_cells[3]]
+        else:
+            cells.append(verbose_cells[1])
+        return " ".join(cells).rstrip()
 
     print()
-    print(line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"))
+    print(line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+               "CURRENT-EPOCH", "CURRENT-ASSIGNMENT" if epochs else "ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"))
     for m in members:
         print(line(group.group_id, m.member_id, m.group_instance_id or "", m.host, m.client_id, str(len(m.assignment)),
-                   _assignment_text(m.assignment)))
+                   epoch_text(m.member_epoch), assignment_text(m.assignment), epoch_text(group.assignment_epoch),
+                   assignment_text(m.target or [])))
 
 
-def _assignment_text(assignment: list[tuple[str, int]]) -> str:
+def epoch_text(value: int | None) -> str:
+    return MISSING if value is None or value < 0 else str(value)
+
+
+def assignment_text(assignment: list[tuple[str, int]]) -> str:
     if not assignment:
         return MISSING
     by_topic: dict[str, list[int]] = {}
@@ -197,12 +233,16 @@ def _assignment_text(assignment: list[tuple[str, int]]) -> str:
     return ";".join(sorted(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in by_topic.items()))
 
 
-def _print_state(group: GroupDescription) -> None:
+def _print_state(group: GroupDescription, verbose: bool) -> None:
     coordinator = f"{group.coordinator.host}:{group.coordinator.port}  ({group.coordinator.node_id})"
-    fmt = "{:<%d} {:<%d} {:<20} {:<20} {}" % (max(15, len(group.group_id)), max(25, len(coordinator)))
+    epochs = verbose and group.type == "consumer"  # KIP-1099: a KIP-848 group's epochs with --verbose
+    fmt = "{:<%d} {:<%d} {:<20} {:<20} " % (max(15, len(group.group_id)), max(25, len(coordinator)))
+    fmt += "{:<15} {:<25} {}" if epochs else "{}"
+    extra_head = ("GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH") if epochs else ()
+    extra = (epoch_text(group.group_epoch), epoch_text(group.assignment_epoch)) if epochs else ()
     print()
-    print(fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"))
-    print(fmt.format(group.group_id, coordinator, group.protocol or MISSING, group.state, len(group.members)))
+    print(fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", *extra_head, "#MEMBERS"))
+    print(fmt.format(group.group_id, coordinator, group.protocol or MISSING, group.state, *extra, len(group.members)))
 
 
 async def reset_plan(admin: AdminClient, group_id: str, args) -> dict[tuple[str, int], int]:
