@@ -25,31 +25,38 @@ TYPES = ("classic", "consumer")  # the types of group kafka-consumer-groups list
 SCENARIOS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")
 
 
-def add_parser(sub) -> None:
-    parser = command.tool_parser(
-        sub, TOOL, help="list, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)",
-        description="List consumer groups, describe their offsets, lag and members, reset their offsets and "
-                    "delete them, as kafka-consumer-groups.sh does.")
+def group_tool_parser(sub, tool: str, kind: str, help: str, description: str, verbose: str):
+    """The flags kafka-consumer-groups.sh and kafka-share-groups.sh share; the parser and its actions group."""
+    parser = command.tool_parser(sub, tool, help=help, description=description)
     parser.add_argument("--timeout", type=int, metavar="MS", help="milliseconds per request (default: "
                         "request.timeout.ms of --command-config, else 30000)")
     actions = parser.add_mutually_exclusive_group(required=True)
-    actions.add_argument("--list", action="store_true", help="list all consumer groups")
-    actions.add_argument("--describe", action="store_true", help="describe consumer groups: offsets and lag, "
+    actions.add_argument("--list", action="store_true", help=f"list all {kind} groups")
+    actions.add_argument("--describe", action="store_true", help=f"describe {kind} groups: offsets and lag, "
                                                                  "--members or --state")
-    actions.add_argument("--reset-offsets", action="store_true", help="reset a group's offsets (--dry-run by "
-                                                                      "default; --execute to commit)")
-    actions.add_argument("--delete", action="store_true", help="delete consumer groups")
-    parser.add_argument("--group", action="append", default=[], help="a consumer group (repeatable)")
-    parser.add_argument("--all-groups", action="store_true", help="every consumer group")
+    actions.add_argument("--delete", action="store_true", help=f"delete {kind} groups (only empty ones)")
+    parser.add_argument("--group", action="append", default=[], help=f"a {kind} group (repeatable)")
+    parser.add_argument("--all-groups", action="store_true", help=f"every {kind} group")
     parser.add_argument("--members", action="store_true", help="with --describe: the group's members")
     parser.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (the default)")
     parser.add_argument("--state", nargs="?", const="", metavar="STATES",
                         help="with --describe: the group's state; with --list: show states, or only groups in "
                              "these comma-separated states")
+    parser.add_argument("--verbose", action="store_true", help=verbose)
+    return parser, actions
+
+
+def add_parser(sub) -> None:
+    parser, actions = group_tool_parser(
+        sub, TOOL, "consumer", help="list, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)",
+        description="List consumer groups, describe their offsets, lag and members, reset their offsets and "
+                    "delete them, as kafka-consumer-groups.sh does.",
+        verbose="with --members: each member's assignment (and a KIP-848 member's epoch and target); with "
+                "--state: a KIP-848 group's epochs")
+    actions.add_argument("--reset-offsets", action="store_true", help="reset a group's offsets (--dry-run by "
+                                                                      "default; --execute to commit)")
     parser.add_argument("--type", nargs="?", const="", metavar="TYPES",
                         help="with --list: show types (classic, consumer), or only groups of these comma-separated types")
-    parser.add_argument("--verbose", action="store_true", help="with --members: each member's assignment (and a "
-                        "KIP-848 member's epoch and target); with --state: a KIP-848 group's epochs")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
                         help="with --reset-offsets: a topic, or some of its partitions (repeatable)")
     parser.add_argument("--all-topics", action="store_true", help="with --reset-offsets: every topic the group "
@@ -318,15 +325,19 @@ async def _reset_offsets(admin: AdminClient, args) -> None:
         print(fmt.format(*map(str, r)))
 
 
-async def _delete(admin: AdminClient, args) -> None:
-    groups = await _groups(admin, args)
+async def delete(admin: AdminClient, groups: list[str], kind: str) -> None:
+    """DeleteGroups to each group's coordinator, with Kafka's one line of success (or of the groups that failed)."""
     results = await admin.delete_groups(groups)
     failed = {g: code for g, code in results.items() if code}
     if failed:
-        raise UsageError("Deletion of some consumer groups failed: " + ", ".join(
+        raise UsageError(f"Deletion of some {kind} groups failed: " + ", ".join(
             f"'{g}': {error_name(code)}" for g, code in failed.items()))
     names = ", ".join(f"'{g}'" for g in groups)
-    print(f"Deletion of requested consumer groups ({names}) was successful.")
+    print(f"Deletion of requested {kind} groups ({names}) was successful.")
+
+
+async def _delete(admin: AdminClient, args) -> None:
+    await delete(admin, await _groups(admin, args), "consumer")
 
 
 _ACTIONS = {"list": _list, "describe": _describe, "reset_offsets": _reset_offsets, "delete": _delete}

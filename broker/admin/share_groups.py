@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from . import command
-from .client import AdminClient, GroupDescription, error_name, group_type
+from . import command, consumer_groups
+from .client import AdminClient, GroupDescription, group_type
 from .command import UsageError
 from .consumer_groups import MISSING, assignment_text, epoch_text
 
@@ -19,27 +19,11 @@ TOOL = "share-groups"
 
 
 def add_parser(sub) -> None:
-    parser = command.tool_parser(
-        sub, TOOL, help="list, describe and delete share groups (like kafka-share-groups.sh)",
+    consumer_groups.group_tool_parser(
+        sub, TOOL, "share", help="list, describe and delete share groups (like kafka-share-groups.sh)",
         description="List share groups, describe their start offsets and lag, members and state, and delete "
-                    "them, as kafka-share-groups.sh does.")
-    parser.add_argument("--timeout", type=int, metavar="MS", help="milliseconds per request (default: "
-                        "request.timeout.ms of --command-config, else 30000)")
-    actions = parser.add_mutually_exclusive_group(required=True)
-    actions.add_argument("--list", action="store_true", help="list all share groups")
-    actions.add_argument("--describe", action="store_true", help="describe share groups: start offsets and lag, "
-                                                                 "--members or --state")
-    actions.add_argument("--delete", action="store_true", help="delete share groups (only empty ones)")
-    parser.add_argument("--group", action="append", default=[], help="a share group (repeatable)")
-    parser.add_argument("--all-groups", action="store_true", help="every share group")
-    parser.add_argument("--members", action="store_true", help="with --describe: the group's members")
-    parser.add_argument("--offsets", action="store_true", help="with --describe: start offsets and lag (the "
-                                                               "default)")
-    parser.add_argument("--state", nargs="?", const="", metavar="STATES",
-                        help="with --describe: the group's state; with --list: show states, or only groups in "
-                             "these comma-separated states (Empty, Stable, Dead)")
-    parser.add_argument("--verbose", action="store_true", help="with --members: each member's epoch; with "
-                                                               "--state: the group's epochs")
+                    "them, as kafka-share-groups.sh does.",
+        verbose="with --members: each member's epoch; with --state: the group's epochs")
 
 
 def run(args) -> int:
@@ -125,11 +109,4 @@ def _print_state(group: GroupDescription, verbose: bool) -> None:
 
 
 async def _delete(admin: AdminClient, args) -> None:
-    groups = await _groups(admin, args)
-    results = await admin.delete_groups(groups)
-    failed = {g: code for g, code in results.items() if code}
-    if failed:
-        raise UsageError("Deletion of some share groups failed: " + ", ".join(
-            f"'{g}': {error_name(code)}" for g, code in failed.items()))
-    names = ", ".join(f"'{g}'" for g in groups)
-    print(f"Deletion of requested share groups ({names}) was successful.")
+    await consumer_groups.delete(admin, await _groups(admin, args), "share")
