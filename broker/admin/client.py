@@ -647,6 +647,19 @@ class AdminClient:
         rows = [PartitionLag(*tp, committed.get(tp), ends.get(tp), m) for m in assigned for tp in sorted(m.assignment)]
         return rows + [PartitionLag(*tp, committed[tp], ends.get(tp), None) for tp in sorted(set(committed) - owned)]
 
+    async def alter_share_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Move an empty share group's start offsets (AlterShareGroupOffsets, KIP-932)."""
+        topics: dict[str, list[dict]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            topics.setdefault(topic, []).append({"partition_index": partition, "start_offset": offset})
+        answer = await self.send_to_coordinator(GROUP_KEY, group_id, "AlterShareGroupOffsets", {
+            "group_id": group_id, "topics": [{"topic_name": t, "partitions": ps} for t, ps in topics.items()]})
+        check(f"reset share group {group_id}", answer["error_code"], answer.get("error_message"))
+        for t in answer["responses"]:
+            for p in t["partitions"]:
+                check(f"reset share group {group_id} in {t['topic_name']}-{p['partition_index']}", p["error_code"],
+                      p.get("error_message"))
+
     async def alter_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
         """Commit ``offsets`` for a group without members (as Kafka's admin client does)."""
         topics: dict[str, list[dict]] = {}

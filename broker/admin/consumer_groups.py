@@ -25,7 +25,8 @@ TYPES = ("classic", "consumer")  # the types of group kafka-consumer-groups list
 SCENARIOS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")
 
 
-def group_tool_parser(sub, tool: str, kind: str, help: str, description: str, verbose: str):
+def group_tool_parser(sub, tool: str, kind: str, help: str, description: str, verbose: str,
+                      reset_scenarios: tuple[str, ...]):
     """The flags kafka-consumer-groups.sh and kafka-share-groups.sh share; the parser and its actions group."""
     parser = command.tool_parser(sub, tool, help=help, description=description)
     parser.add_argument("--timeout", type=int, metavar="MS", help="milliseconds per request (default: "
@@ -43,6 +44,29 @@ def group_tool_parser(sub, tool: str, kind: str, help: str, description: str, ve
                         help="with --describe: the group's state; with --list: show states, or only groups in "
                              "these comma-separated states")
     parser.add_argument("--verbose", action="store_true", help=verbose)
+    actions.add_argument("--reset-offsets", action="store_true", help="reset a group's offsets (--dry-run by "
+                                                                      "default; --execute to commit; an empty group's)")
+    parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
+                        help="with --reset-offsets: a topic, or some of its partitions (repeatable)")
+    parser.add_argument("--all-topics", action="store_true", help="with --reset-offsets: every topic the group "
+                                                                  "has offsets for")
+    scenarios = {
+        "to_earliest": lambda: parser.add_argument("--to-earliest", action="store_true",
+                                                   help="reset to each partition's first offset"),
+        "to_latest": lambda: parser.add_argument("--to-latest", action="store_true",
+                                                 help="reset to each partition's log end offset"),
+        "to_offset": lambda: parser.add_argument("--to-offset", type=int, metavar="OFFSET",
+                                                 help="reset to this offset (clamped to the log)"),
+        "to_datetime": lambda: parser.add_argument(
+            "--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+            help="reset to the first offset at or after this time (local time unless it names a zone)"),
+        "shift_by": lambda: parser.add_argument("--shift-by", type=int, metavar="N",
+                                                help="move the committed offsets by N (clamped)")}
+    for scenario in reset_scenarios:
+        scenarios[scenario]()
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="show the new offsets only (the default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     return parser, actions
 
 
@@ -52,25 +76,9 @@ def add_parser(sub) -> None:
         description="List consumer groups, describe their offsets, lag and members, reset their offsets and "
                     "delete them, as kafka-consumer-groups.sh does.",
         verbose="with --members: each member's assignment (and a KIP-848 member's epoch and target); with "
-                "--state: a KIP-848 group's epochs")
-    actions.add_argument("--reset-offsets", action="store_true", help="reset a group's offsets (--dry-run by "
-                                                                      "default; --execute to commit)")
+                "--state: a KIP-848 group's epochs", reset_scenarios=SCENARIOS)
     parser.add_argument("--type", nargs="?", const="", metavar="TYPES",
                         help="with --list: show types (classic, consumer), or only groups of these comma-separated types")
-    parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
-                        help="with --reset-offsets: a topic, or some of its partitions (repeatable)")
-    parser.add_argument("--all-topics", action="store_true", help="with --reset-offsets: every topic the group "
-                                                                  "has offsets for")
-    parser.add_argument("--to-earliest", action="store_true", help="reset to each partition's first offset")
-    parser.add_argument("--to-latest", action="store_true", help="reset to each partition's log end offset")
-    parser.add_argument("--to-offset", type=int, metavar="OFFSET", help="reset to this offset (clamped to the log)")
-    parser.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
-                        help="reset to the first offset at or after this time (local time unless it names a zone)")
-    parser.add_argument("--shift-by", type=int, metavar="N", help="move the committed offsets by N (clamped)")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true", help="show the new offsets only (the default)")
-    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-
 
 def run(args) -> int:
     try:
@@ -92,19 +100,24 @@ def _check(args) -> None:
         raise UsageError(f"--type {args.type}: the types are {', '.join(TYPES)}")
     if args.describe and sum(map(bool, (args.members, args.offsets, args.state is not None))) > 1:
         raise UsageError("--describe takes one of --members, --offsets and --state")
+    check_reset(args, SCENARIOS)
+
+
+def check_reset(args, scenarios: tuple[str, ...]) -> None:
+    """--reset-offsets takes one of ``scenarios`` and --topic or --all-topics; they go with it only."""
     if args.reset_offsets:
-        chosen = [s for s in SCENARIOS if _given(args, s)]
+        chosen = [s for s in scenarios if _given(args, s)]
         if len(chosen) != 1:
-            raise UsageError("--reset-offsets needs one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
-                             "--shift-by")
+            raise UsageError("--reset-offsets needs one of " + ", ".join(
+                "--" + s.replace("_", "-") for s in scenarios))
         if bool(args.topic) == args.all_topics:
             raise UsageError("--reset-offsets needs --topic or --all-topics (one of them)")
         if args.to_datetime is not None:
             args.timestamp_ms = parse_datetime(args.to_datetime)
-    elif args.topic or args.all_topics or any(_given(args, s) for s in SCENARIOS) \
+    elif args.topic or args.all_topics or any(_given(args, s) for s in scenarios) \
             or args.execute or args.dry_run:
-        raise UsageError("--topic, --all-topics, the --to-* and --shift-by scenarios, --dry-run and --execute go "
-                         "with --reset-offsets")
+        raise UsageError("--topic, --all-topics, the reset scenarios, --dry-run and --execute go with "
+                         "--reset-offsets")
 
 
 def _given(args, scenario: str) -> bool:
@@ -252,10 +265,10 @@ def _print_state(group: GroupDescription, verbose: bool) -> None:
     print(fmt.format(group.group_id, coordinator, group.protocol or MISSING, group.state, *extra, len(group.members)))
 
 
-async def reset_plan(admin: AdminClient, group_id: str, args) -> dict[tuple[str, int], int]:
-    """The new offsets --reset-offsets asks for, clamped to each log's range as Kafka clamps them."""
-    committed = await admin.list_group_offsets(group_id)
-    partitions = sorted(committed) if args.all_topics else await _partitions(admin, args.topic)
+async def reset_plan(admin: AdminClient, committed: dict[tuple[str, int], int], args) -> dict[tuple[str, int], int]:
+    """The new offsets --reset-offsets asks for, from the group's ``committed`` offsets (a share group's start
+    offsets), clamped to each log's range as Kafka clamps them."""
+    partitions = sorted(committed) if args.all_topics else await partitions_of(admin, args.topic)
     if not partitions:
         return {}
     earliest = await admin.list_offsets(partitions, EARLIEST)
@@ -268,7 +281,7 @@ async def reset_plan(admin: AdminClient, group_id: str, args) -> dict[tuple[str,
         return dict(earliest)
     if args.to_latest:
         return dict(latest)
-    if args.to_offset is not None:
+    if _given(args, "to_offset"):
         return {tp: clamp(tp, args.to_offset) for tp in partitions}
     if args.to_datetime is not None:
         found = await admin.list_offsets(partitions, args.timestamp_ms)
@@ -280,7 +293,7 @@ async def reset_plan(admin: AdminClient, group_id: str, args) -> dict[tuple[str,
     return {tp: clamp(tp, committed[tp] + args.shift_by) for tp in partitions}
 
 
-async def _partitions(admin: AdminClient, topics: list[str]) -> list[tuple[str, int]]:
+async def partitions_of(admin: AdminClient, topics: list[str]) -> list[tuple[str, int]]:
     named, whole = [], []
     for arg in topics:
         topic, sep, partitions = arg.partition(":")
@@ -313,9 +326,14 @@ async def _reset_offsets(admin: AdminClient, args) -> None:
         if state not in INACTIVE:
             raise UsageError(f"Assignments can only be reset if the group '{group_id}' is inactive, but the current "
                              f"state is {state}.")
-        plans[group_id] = await reset_plan(admin, group_id, args)
+        plans[group_id] = await reset_plan(admin, await admin.list_group_offsets(group_id), args)
         if args.execute and plans[group_id]:
             await admin.alter_group_offsets(group_id, plans[group_id])
+    print_plans(plans)
+
+
+def print_plans(plans: dict[str, dict[tuple[str, int], int]]) -> None:
+    """--reset-offsets' table: GROUP TOPIC PARTITION NEW-OFFSET."""
     rows = [(g, t, p, o) for g, plan in plans.items() for (t, p), o in sorted(plan.items())]
     fmt = "{:<%d} {:<%d} {:<10} {}" % (max([15, *(len(r[0]) for r in rows)]), max([15, *(len(r[1]) for r in rows)]))
     print()

@@ -16,6 +16,7 @@ from .command import UsageError
 from .consumer_groups import MISSING, assignment_text, epoch_text
 
 TOOL = "share-groups"
+SCENARIOS = ("to_earliest", "to_latest", "to_datetime")  # kafka-share-groups.sh's
 
 
 def add_parser(sub) -> None:
@@ -23,20 +24,28 @@ def add_parser(sub) -> None:
         sub, TOOL, "share", help="list, describe and delete share groups (like kafka-share-groups.sh)",
         description="List share groups, describe their start offsets and lag, members and state, and delete "
                     "them, as kafka-share-groups.sh does.",
-        verbose="with --members: each member's epoch; with --state: the group's epochs")
+        verbose="with --members: each member's epoch; with --state: the group's epochs", reset_scenarios=SCENARIOS)
 
 
 def run(args) -> int:
-    if (args.describe or args.delete) and not (args.group or args.all_groups):
-        return command.fail(TOOL, "--describe and --delete need --group or --all-groups")
-    if args.group and args.all_groups:
-        return command.fail(TOOL, "--group and --all-groups exclude each other")
-    if args.describe and sum(map(bool, (args.members, args.offsets, args.state is not None))) > 1:
-        return command.fail(TOOL, "--describe takes one of --members, --offsets and --state")
-    if not args.describe and (args.members or args.offsets or args.verbose):
-        return command.fail(TOOL, "--members, --offsets and --verbose go with --describe")
-    action = _list if args.list else _describe if args.describe else _delete
+    try:
+        _check(args)
+    except UsageError as exc:
+        return command.fail(TOOL, str(exc))
+    action = _list if args.list else _describe if args.describe else _reset_offsets if args.reset_offsets else _delete
     return command.run(TOOL, args, lambda admin: action(admin, args))
+
+
+def _check(args) -> None:
+    if (args.describe or args.delete or args.reset_offsets) and not (args.group or args.all_groups):
+        raise UsageError("--describe, --reset-offsets and --delete need --group or --all-groups")
+    if args.group and args.all_groups:
+        raise UsageError("--group and --all-groups exclude each other")
+    if args.describe and sum(map(bool, (args.members, args.offsets, args.state is not None))) > 1:
+        raise UsageError("--describe takes one of --members, --offsets and --state")
+    if not args.describe and (args.members or args.offsets or args.verbose):
+        raise UsageError("--members, --offsets and --verbose go with --describe")
+    consumer_groups.check_reset(args, SCENARIOS)
 
 
 def _share_groups(listed: list[dict]) -> list[dict]:
@@ -106,6 +115,21 @@ def _print_state(group: GroupDescription, verbose: bool) -> None:
     values = (epoch_text(group.group_epoch), epoch_text(group.assignment_epoch)) if verbose else ()
     _print_table(("GROUP", "COORDINATOR (ID)", "STATE", *epochs, "#MEMBERS"),
                  [(group.group_id, coordinator, group.state, *values, len(group.members))])
+
+
+async def _reset_offsets(admin: AdminClient, args) -> None:
+    """As kafka-share-groups.sh: only a group without members; AlterShareGroupOffsets with --execute."""
+    plans = {}
+    for group_id in await _groups(admin, args):
+        group = (await admin.describe_share_groups([group_id]))[group_id]
+        if group.members:
+            raise UsageError(f"Share group '{group_id}' is not empty.")
+        starts = {(o.topic, o.partition): o.start_offset for o in await admin.share_group_offsets(group_id)
+                  if o.start_offset >= 0}
+        plans[group_id] = await consumer_groups.reset_plan(admin, starts, args)
+        if args.execute and plans[group_id]:
+            await admin.alter_share_group_offsets(group_id, plans[group_id])
+    consumer_groups.print_plans(plans)
 
 
 async def _delete(admin: AdminClient, args) -> None:

@@ -268,6 +268,15 @@ def test_share_group_offsets_members_and_state(broker):
     rows = table(ok(moldau("share-groups", bs, "--describe", "--group", "work")))
     assert [(r["TOPIC"], r["PARTITION"], r["START-OFFSET"], r["LAG"]) for r in rows] == [
         ("shared", "0", str(log_end - 5), "5")], rows
+    dry = table(ok(moldau("share-groups", bs, "--reset-offsets", "--group", "work", "--topic", "shared",
+                          "--to-latest")))
+    assert dry == [{"GROUP": "work", "TOPIC": "shared", "PARTITION": "0", "NEW-OFFSET": str(log_end)}]
+    assert table(ok(moldau("share-groups", bs, "--describe", "--group", "work")))[0]["LAG"] == "5", "a dry run"
+    ok(moldau("share-groups", bs, "--reset-offsets", "--group", "work", "--all-topics", "--to-latest", "--execute"))
+    rows = table(ok(moldau("share-groups", bs, "--describe", "--group", "work")))
+    assert [(r["START-OFFSET"], r["LAG"]) for r in rows] == [(str(log_end), "0")], rows
+    one_line_failure(moldau("share-groups", bs, "--reset-offsets", "--group", "work", "--all-topics",
+                            "--shift-by", "1"), "unrecognized arguments")
     assert ok(moldau("share-groups", bs, "--delete", "--group", "work")) == \
         "Deletion of requested share groups ('work') was successful.\n"
     assert ok(moldau("share-groups", bs, "--list")) == ""
