@@ -10,6 +10,7 @@ Use::
         await admin.create_topics([NewTopic("t", 3, 1, {"cleanup.policy": "compact"})])
         offsets = await admin.list_group_offsets("g")     # {(topic, partition): offset}
         lag = await admin.group_lag(await admin.describe_group("g"))  # [PartitionLag], as kafka-consumer-groups
+        share = await admin.describe_share_groups(["s"])  # {group: GroupDescription}, and share_group_offsets("s")
 
 Routing (Kafka's admin client's): ``send(api, body)`` goes to any broker, ``node=`` to one broker,
 ``send_to_leader`` to a partition's leader, ``send_to_coordinator`` to a group's or transactional id's
