@@ -14,7 +14,7 @@ from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
 from . import __version__, descriptors, shutdown
-from .admin import acls, cluster_describe, configs, consumer_groups, topics, transactions
+from .admin import acls, cluster_describe, configs, consumer_groups, share_groups, topics, transactions
 from .admin import command as admin_command
 from .cluster.store import NodeIdInUse
 from .console import child as console_child, command as console
@@ -24,8 +24,8 @@ from .log_levels import apply_log_levels, log_levels_problem
 log = logging.getLogger("moldau")
 
 # Kafka's admin tools, spoken over the Kafka protocol (broker/admin/)
-ADMIN_TOOLS = {"topics": topics, "consumer-groups": consumer_groups, "configs": configs, "acls": acls,
-               "transactions": transactions}
+ADMIN_TOOLS = {"topics": topics, "consumer-groups": consumer_groups, "share-groups": share_groups, "configs": configs,
+               "acls": acls, "transactions": transactions}
 
 
 def _serve(args) -> int:

@@ -10,6 +10,7 @@ Use::
         await admin.create_topics([NewTopic("t", 3, 1, {"cleanup.policy": "compact"})])
         offsets = await admin.list_group_offsets("g")     # {(topic, partition): offset}
         lag = await admin.group_lag(await admin.describe_group("g"))  # [PartitionLag], as kafka-consumer-groups
+        share = await admin.describe_share_groups(["s"])  # {group: GroupDescription}, and share_group_offsets("s")
 
 Routing (Kafka's admin client's): ``send(api, body)`` goes to any broker, ``node=`` to one broker,
 ``send_to_leader`` to a partition's leader, ``send_to_coordinator`` to a group's or transactional id's
@@ -156,6 +157,8 @@ class GroupMember:
     client_id: str
     host: str
     assignment: list[tuple[str, int]]  # the consumer protocol's assigned partitions
+    member_epoch: int | None = None  # KIP-848 and share groups only
+    target: list[tuple[str, int]] | None = None  # a KIP-848 member's target assignment
 
 
 @dataclass
@@ -163,9 +166,23 @@ class GroupDescription:
     group_id: str
     state: str
     protocol_type: str
-    protocol: str
+    protocol: str  # a classic group's assignment strategy, a KIP-848 or share group's assignor
     members: list[GroupMember]
     coordinator: Broker
+    type: str = "classic"  # Kafka's GroupType: classic, consumer (KIP-848) or share (KIP-932)
+    group_epoch: int | None = None  # KIP-848 and share groups only
+    assignment_epoch: int | None = None
+
+
+@dataclass
+class SharePartitionOffset:
+    """A share group's partition: its share-partition start offset (SPSO) and the records from there not yet
+    acknowledged (None where the broker does not say: DescribeShareGroupOffsets v0)."""
+    topic: str
+    partition: int
+    start_offset: int
+    leader_epoch: int
+    lag: int | None
 
 
 @dataclass
@@ -520,19 +537,30 @@ class AdminClient:
 
     # --- consumer groups ---------------------------------------------------------------------------
 
-    async def list_groups(self) -> list[dict]:
-        """Every broker's groups (group_id, protocol_type, group_state from v4)."""
+    async def list_groups(self, types: Iterable[str] = (), states: Iterable[str] = ()) -> list[dict]:
+        """Every broker's groups (group_id, protocol_type, group_state from v4, group_type from v5: KIP-1043),
+        only those of these types and states if given (brokers before v4/v5 are filtered here)."""
+        types, states = [t.lower() for t in types], list(states)
+        body = {"states_filter": states, "types_filter": [t.capitalize() for t in types]}  # as Kafka's admin names them
         meta = await self.metadata([])
-        answers = await asyncio.gather(*(self.send("ListGroups", {"states_filter": [], "types_filter": []}, n)
-                                         for n in meta.brokers))
+        answers = await asyncio.gather(*(self.send("ListGroups", body, n) for n in meta.brokers))
         groups = []
         for node, answer in zip(meta.brokers, answers):
             check(f"ListGroups on broker {node}", answer["error_code"])
             groups += answer["groups"]
-        return groups
+        return [g for g in groups if (not types or group_type(g) in types)
+                and (not states or (g.get("group_state") or "").lower() in {s.lower() for s in states})]
 
     async def describe_group(self, group_id: str) -> GroupDescription:
+        """A consumer group as Kafka's admin client describes it: ConsumerGroupDescribe where the coordinator
+        serves it, DescribeGroups for a classic group (the one a KIP-848 coordinator does not know as its own)."""
         coordinator = await self.coordinator(GROUP_KEY, group_id)
+        if "ConsumerGroupDescribe" in await self.api_versions(coordinator.node_id):
+            try:
+                return (await self.describe_consumer_groups([group_id]))[group_id]
+            except KafkaError as exc:
+                if exc.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                    raise
         answer = await self.send("DescribeGroups", {"groups": [group_id], "include_authorized_operations": False},
                                  coordinator.node_id)
         (g,) = answer["groups"]
@@ -542,6 +570,47 @@ class AdminClient:
                    for m in g["members"]]
         return GroupDescription(g["group_id"], g["group_state"], g["protocol_type"], g["protocol_data"], members,
                                 coordinator)
+
+    async def describe_consumer_groups(self, group_ids: list[str]) -> dict[str, GroupDescription]:
+        """KIP-848 groups (ConsumerGroupDescribe to each one's coordinator): epochs, assignor, members with
+        their assignments, targets and epochs. A group that is not one raises KafkaError GROUP_ID_NOT_FOUND."""
+        return await self._describe_new_groups("ConsumerGroupDescribe", "consumer", group_ids)
+
+    async def describe_share_groups(self, group_ids: list[str]) -> dict[str, GroupDescription]:
+        """Share groups (ShareGroupDescribe, KIP-932): epochs, members and their assignments."""
+        return await self._describe_new_groups("ShareGroupDescribe", "share", group_ids)
+
+    async def _describe_new_groups(self, api: str, kind: str, group_ids: list[str]) -> dict[str, GroupDescription]:
+        found = {}
+        for group_id in group_ids:
+            coordinator = await self.coordinator(GROUP_KEY, group_id)
+            answer = await self.send(api, {"group_ids": [group_id], "include_authorized_operations": False},
+                                     coordinator.node_id)
+            (g,) = answer["groups"]
+            check(f"describe group {group_id}", g["error_code"], g.get("error_message"))
+            members = [GroupMember(m["member_id"], m.get("instance_id"), m["client_id"], m["client_host"],
+                                   _named(m["assignment"]), m["member_epoch"],
+                                   _named(m["target_assignment"]) if "target_assignment" in m else None)
+                       for m in g["members"]]
+            found[group_id] = GroupDescription(group_id, g["group_state"], kind, g["assignor_name"], members,
+                                               coordinator, kind, g["group_epoch"], g["assignment_epoch"])
+        return found
+
+    async def share_group_offsets(self, group_id: str) -> list[SharePartitionOffset]:
+        """DescribeShareGroupOffsets of every partition the share group has state for, sorted."""
+        answer = await self.send_to_coordinator(GROUP_KEY, group_id, "DescribeShareGroupOffsets", {
+            "groups": [{"group_id": group_id, "topics": None}]})
+        (g,) = answer["groups"]
+        check(f"offsets of share group {group_id}", g["error_code"], g.get("error_message"))
+        found = []
+        for t in g["topics"]:
+            for p in t["partitions"]:
+                check(f"offset of share group {group_id} in {t['topic_name']}-{p['partition_index']}",
+                      p["error_code"], p.get("error_message"))
+                lag = p.get("lag", -1)
+                found.append(SharePartitionOffset(t["topic_name"], p["partition_index"], p["start_offset"],
+                                                  p["leader_epoch"], None if lag is None or lag < 0 else lag))
+        return sorted(found, key=lambda o: (o.topic, o.partition))
 
     async def list_group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         """The group's committed offsets."""
@@ -578,6 +647,19 @@ class AdminClient:
         ends = await self.list_offsets(partitions, LATEST) if partitions else {}
         rows = [PartitionLag(*tp, committed.get(tp), ends.get(tp), m) for m in assigned for tp in sorted(m.assignment)]
         return rows + [PartitionLag(*tp, committed[tp], ends.get(tp), None) for tp in sorted(set(committed) - owned)]
+
+    async def alter_share_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Move an empty share group's start offsets (AlterShareGroupOffsets, KIP-932)."""
+        topics: dict[str, list[dict]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            topics.setdefault(topic, []).append({"partition_index": partition, "start_offset": offset})
+        answer = await self.send_to_coordinator(GROUP_KEY, group_id, "AlterShareGroupOffsets", {
+            "group_id": group_id, "topics": [{"topic_name": t, "partitions": ps} for t, ps in topics.items()]})
+        check(f"reset share group {group_id}", answer["error_code"], answer.get("error_message"))
+        for t in answer["responses"]:
+            for p in t["partitions"]:
+                check(f"reset share group {group_id} in {t['topic_name']}-{p['partition_index']}", p["error_code"],
+                      p.get("error_message"))
 
     async def alter_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
         """Commit ``offsets`` for a group without members (as Kafka's admin client does)."""
@@ -696,6 +778,18 @@ class _Unreachable(AdminError):
 
 def _text(address: tuple[str, int]) -> str:
     return f"{address[0]}:{address[1]}"
+
+
+def group_type(listed: dict) -> str:
+    """A ListGroups entry's type: v5's group_type, else classic (a broker before KIP-1043 knows no other)."""
+    return (listed.get("group_type") or "classic").lower()
+
+
+def _named(assignment: dict | None) -> list[tuple[str, int]]:
+    """ConsumerGroupDescribe's / ShareGroupDescribe's assignment as (topic, partition) pairs."""
+    if not assignment:
+        return []
+    return sorted((t["topic_name"], p) for t in assignment["topic_partitions"] for p in t["partitions"])
 
 
 def _assigned(assignment: bytes) -> list[tuple[str, int]]:

@@ -13,52 +13,72 @@ import sys
 
 from ..errors import ErrorCode
 from . import command
-from .client import EARLIEST, LATEST, AdminClient, GroupDescription, KafkaError, PartitionLag, error_name
+from .client import (EARLIEST, LATEST, AdminClient, GroupDescription, KafkaError, PartitionLag, error_name,
+                     group_type)
 from .command import UsageError
 
 TOOL = "consumer-groups"
 MISSING = "-"
 INACTIVE = ("Empty", "Dead")
 REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
+TYPES = ("classic", "consumer")  # the types of group kafka-consumer-groups lists (share groups: share-groups)
 SCENARIOS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")
 
 
-def add_parser(sub) -> None:
-    parser = command.tool_parser(
-        sub, TOOL, help="list, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)",
-        description="List consumer groups, describe their offsets, lag and members, reset their offsets and "
-                    "delete them, as kafka-consumer-groups.sh does.")
+def group_tool_parser(sub, tool: str, kind: str, help: str, description: str, verbose: str,
+                      reset_scenarios: tuple[str, ...]):
+    """The flags kafka-consumer-groups.sh and kafka-share-groups.sh share; the parser and its actions group."""
+    parser = command.tool_parser(sub, tool, help=help, description=description)
     parser.add_argument("--timeout", type=int, metavar="MS", help="milliseconds per request (default: "
                         "request.timeout.ms of --command-config, else 30000)")
     actions = parser.add_mutually_exclusive_group(required=True)
-    actions.add_argument("--list", action="store_true", help="list all consumer groups")
-    actions.add_argument("--describe", action="store_true", help="describe consumer groups: offsets and lag, "
+    actions.add_argument("--list", action="store_true", help=f"list all {kind} groups")
+    actions.add_argument("--describe", action="store_true", help=f"describe {kind} groups: offsets and lag, "
                                                                  "--members or --state")
-    actions.add_argument("--reset-offsets", action="store_true", help="reset a group's offsets (--dry-run by "
-                                                                      "default; --execute to commit)")
-    actions.add_argument("--delete", action="store_true", help="delete consumer groups")
-    parser.add_argument("--group", action="append", default=[], help="a consumer group (repeatable)")
-    parser.add_argument("--all-groups", action="store_true", help="every consumer group")
+    actions.add_argument("--delete", action="store_true", help=f"delete {kind} groups (only empty ones)")
+    parser.add_argument("--group", action="append", default=[], help=f"a {kind} group (repeatable)")
+    parser.add_argument("--all-groups", action="store_true", help=f"every {kind} group")
     parser.add_argument("--members", action="store_true", help="with --describe: the group's members")
     parser.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (the default)")
     parser.add_argument("--state", nargs="?", const="", metavar="STATES",
                         help="with --describe: the group's state; with --list: show states, or only groups in "
                              "these comma-separated states")
-    parser.add_argument("--verbose", action="store_true", help="with --members: each member's assignment")
+    parser.add_argument("--verbose", action="store_true", help=verbose)
+    actions.add_argument("--reset-offsets", action="store_true", help="reset a group's offsets (--dry-run by "
+                                                                      "default; --execute to commit; an empty group's)")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
                         help="with --reset-offsets: a topic, or some of its partitions (repeatable)")
     parser.add_argument("--all-topics", action="store_true", help="with --reset-offsets: every topic the group "
                                                                   "has offsets for")
-    parser.add_argument("--to-earliest", action="store_true", help="reset to each partition's first offset")
-    parser.add_argument("--to-latest", action="store_true", help="reset to each partition's log end offset")
-    parser.add_argument("--to-offset", type=int, metavar="OFFSET", help="reset to this offset (clamped to the log)")
-    parser.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
-                        help="reset to the first offset at or after this time (local time unless it names a zone)")
-    parser.add_argument("--shift-by", type=int, metavar="N", help="move the committed offsets by N (clamped)")
+    scenarios = {
+        "to_earliest": lambda: parser.add_argument("--to-earliest", action="store_true",
+                                                   help="reset to each partition's first offset"),
+        "to_latest": lambda: parser.add_argument("--to-latest", action="store_true",
+                                                 help="reset to each partition's log end offset"),
+        "to_offset": lambda: parser.add_argument("--to-offset", type=int, metavar="OFFSET",
+                                                 help="reset to this offset (clamped to the log)"),
+        "to_datetime": lambda: parser.add_argument(
+            "--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+            help="reset to the first offset at or after this time (local time unless it names a zone)"),
+        "shift_by": lambda: parser.add_argument("--shift-by", type=int, metavar="N",
+                                                help="move the committed offsets by N (clamped)")}
+    for scenario in reset_scenarios:
+        scenarios[scenario]()
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="show the new offsets only (the default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    return parser, actions
 
+
+def add_parser(sub) -> None:
+    parser, actions = group_tool_parser(
+        sub, TOOL, "consumer", help="list, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)",
+        description="List consumer groups, describe their offsets, lag and members, reset their offsets and "
+                    "delete them, as kafka-consumer-groups.sh does.",
+        verbose="with --members: each member's assignment (and a KIP-848 member's epoch and target); with "
+                "--state: a KIP-848 group's epochs", reset_scenarios=SCENARIOS)
+    parser.add_argument("--type", nargs="?", const="", metavar="TYPES",
+                        help="with --list: show types (classic, consumer), or only groups of these comma-separated types")
 
 def run(args) -> int:
     try:
@@ -74,21 +94,30 @@ def _check(args) -> None:
         raise UsageError("--describe, --reset-offsets and --delete need --group or --all-groups")
     if args.group and args.all_groups:
         raise UsageError("--group and --all-groups exclude each other")
+    if args.type is not None and not args.list:
+        raise UsageError("--type goes with --list")
+    if args.type and not {t.strip().lower() for t in args.type.split(",") if t.strip()} <= set(TYPES):
+        raise UsageError(f"--type {args.type}: the types are {', '.join(TYPES)}")
     if args.describe and sum(map(bool, (args.members, args.offsets, args.state is not None))) > 1:
         raise UsageError("--describe takes one of --members, --offsets and --state")
+    check_reset(args, SCENARIOS)
+
+
+def check_reset(args, scenarios: tuple[str, ...]) -> None:
+    """--reset-offsets takes one of ``scenarios`` and --topic or --all-topics; they go with it only."""
     if args.reset_offsets:
-        chosen = [s for s in SCENARIOS if _given(args, s)]
+        chosen = [s for s in scenarios if _given(args, s)]
         if len(chosen) != 1:
-            raise UsageError("--reset-offsets needs one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
-                             "--shift-by")
+            raise UsageError("--reset-offsets needs one of " + ", ".join(
+                "--" + s.replace("_", "-") for s in scenarios))
         if bool(args.topic) == args.all_topics:
             raise UsageError("--reset-offsets needs --topic or --all-topics (one of them)")
         if args.to_datetime is not None:
             args.timestamp_ms = parse_datetime(args.to_datetime)
-    elif args.topic or args.all_topics or any(_given(args, s) for s in SCENARIOS) \
+    elif args.topic or args.all_topics or any(_given(args, s) for s in scenarios) \
             or args.execute or args.dry_run:
-        raise UsageError("--topic, --all-topics, the --to-* and --shift-by scenarios, --dry-run and --execute go "
-                         "with --reset-offsets")
+        raise UsageError("--topic, --all-topics, the reset scenarios, --dry-run and --execute go with "
+                         "--reset-offsets")
 
 
 def _given(args, scenario: str) -> bool:
@@ -110,21 +139,32 @@ def parse_datetime(text: str) -> int:
 async def _groups(admin: AdminClient, args) -> list[str]:
     if not args.all_groups:
         return args.group
-    return sorted(g["group_id"] for g in await admin.list_groups() if g["protocol_type"] in ("consumer", ""))
+    return sorted(g["group_id"] for g in _consumer_groups(await admin.list_groups()))
+
+
+def _consumer_groups(listed: list[dict]) -> list[dict]:
+    return [g for g in listed if g["protocol_type"] in ("consumer", "") and group_type(g) in TYPES]
 
 
 async def _list(admin: AdminClient, args) -> None:
-    groups = [g for g in await admin.list_groups() if g["protocol_type"] in ("consumer", "")]
-    if args.state is None:
+    """As ConsumerGroupCommand: names only, or with --type / --state a table of the groups of those types and
+    states (ListGroups filters them, KIP-1043)."""
+    def values(text):
+        return [v.strip() for v in (text or "").split(",") if v.strip()]
+
+    groups = _consumer_groups(await admin.list_groups(values(args.type), values(args.state)))
+    if args.state is None and args.type is None:
         for g in groups:
             print(g["group_id"])
         return
-    wanted = {s.strip().lower() for s in args.state.split(",") if s.strip()}
-    groups = [g for g in groups if not wanted or g.get("group_state", "").lower() in wanted]
     width = max([15, *(len(g["group_id"]) for g in groups)]) + 10
-    print(f"{'GROUP':<{width}} {'STATE':<20}")
+    fmt = f"{{:<{width}}}" + " {:<20}" * ((args.type is not None) + (args.state is not None))
+    print(fmt.format("GROUP", *(["TYPE"] if args.type is not None else []),
+                     *(["STATE"] if args.state is not None else [])).rstrip())
     for g in groups:
-        print(f"{g['group_id']:<{width}} {g.get('group_state', 'Unknown') or 'Unknown':<20}")
+        kind = [group_type(g).capitalize()] if args.type is not None else []
+        state = [g.get("group_state") or "Unknown"] if args.state is not None else []
+        print(fmt.format(g["group_id"], *kind, *state).rstrip())
 
 
 def _note_state(group: GroupDescription) -> None:
@@ -152,7 +192,7 @@ async def _describe(admin: AdminClient, args) -> None:
         if args.members:
             _print_members(group, args.verbose)
         elif args.state is not None:
-            _print_state(group)
+            _print_state(group, args.verbose)
         else:
             rows = [lag_row(group_id, r) for r in await admin.group_lag(group)]
             if rows:
@@ -167,28 +207,44 @@ async def _describe(admin: AdminClient, args) -> None:
 
 
 def _print_members(group: GroupDescription, verbose: bool) -> None:
+    """--members: KIP-1099's columns; with --verbose a KIP-848 group's members also show their epoch, their
+    current assignment and the target the coordinator reconciles them toward (at the group's assignment epoch)."""
     members = group.members
     instance = any(m.group_instance_id for m in members)
+    epochs = verbose and group.type == "consumer"
     widths = {"group": max(15, len(group.group_id)), "id": max([15, *(len(m.member_id) for m in members)]),
               "instance": max([17, *(len(m.group_instance_id or "") for m in members)]),
               "host": max([15, *(len(m.host) for m in members)]),
               "client": max([15, *(len(m.client_id) for m in members)])}
 
-    def line(g, i, gi, h, c, n, assignment=None) -> str:
+    def line(g, i, gi, h, c, n, *verbose_cells) -> str:
         cells = [f"{g:<{widths['group']}}", f"{i:<{widths['id']}}"] + (
             [f"{gi:<{widths['instance']}}"] if instance else []) + [
             f"{h:<{widths['host']}}", f"{c:<{widths['client']}}", f"{n:<15}"]
-        text = " ".join(cells) + " "
-        return text + (assignment if verbose and assignment is not None else "")
+        if not verbose:
+            return " ".join(cells).rstrip()
+        if epochs:  # CURRENT-EPOCH, CURRENT-ASSIGNMENT, TARGET-EPOCH, TARGET-ASSIGNMENT
+            width = max(20, *(len(c) for c in verbose_cells))
+            cells += [f"{verbose_cells[0]:<15}", f"{verbose_cells[1]:<{width}}", f"{verbose_cells[2]:<15}",
+                      verbose_cells[3]]
+        else:
+            cells.append(verbose_cells[1])
+        return " ".join(cells).rstrip()
 
     print()
-    print(line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"))
+    print(line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+               "CURRENT-EPOCH", "CURRENT-ASSIGNMENT" if epochs else "ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"))
     for m in members:
         print(line(group.group_id, m.member_id, m.group_instance_id or "", m.host, m.client_id, str(len(m.assignment)),
-                   _assignment_text(m.assignment)))
+                   epoch_text(m.member_epoch), assignment_text(m.assignment), epoch_text(group.assignment_epoch),
+                   assignment_text(m.target or [])))
 
 
-def _assignment_text(assignment: list[tuple[str, int]]) -> str:
+def epoch_text(value: int | None) -> str:
+    return MISSING if value is None or value < 0 else str(value)
+
+
+def assignment_text(assignment: list[tuple[str, int]]) -> str:
     if not assignment:
         return MISSING
     by_topic: dict[str, list[int]] = {}
@@ -197,18 +253,22 @@ def _assignment_text(assignment: list[tuple[str, int]]) -> str:
     return ";".join(sorted(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in by_topic.items()))
 
 
-def _print_state(group: GroupDescription) -> None:
+def _print_state(group: GroupDescription, verbose: bool) -> None:
     coordinator = f"{group.coordinator.host}:{group.coordinator.port}  ({group.coordinator.node_id})"
-    fmt = "{:<%d} {:<%d} {:<20} {:<20} {}" % (max(15, len(group.group_id)), max(25, len(coordinator)))
+    epochs = verbose and group.type == "consumer"  # KIP-1099: a KIP-848 group's epochs with --verbose
+    fmt = "{:<%d} {:<%d} {:<20} {:<20} " % (max(15, len(group.group_id)), max(25, len(coordinator)))
+    fmt += "{:<15} {:<25} {}" if epochs else "{}"
+    extra_head = ("GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH") if epochs else ()
+    extra = (epoch_text(group.group_epoch), epoch_text(group.assignment_epoch)) if epochs else ()
     print()
-    print(fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"))
-    print(fmt.format(group.group_id, coordinator, group.protocol or MISSING, group.state, len(group.members)))
+    print(fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", *extra_head, "#MEMBERS"))
+    print(fmt.format(group.group_id, coordinator, group.protocol or MISSING, group.state, *extra, len(group.members)))
 
 
-async def reset_plan(admin: AdminClient, group_id: str, args) -> dict[tuple[str, int], int]:
-    """The new offsets --reset-offsets asks for, clamped to each log's range as Kafka clamps them."""
-    committed = await admin.list_group_offsets(group_id)
-    partitions = sorted(committed) if args.all_topics else await _partitions(admin, args.topic)
+async def reset_plan(admin: AdminClient, committed: dict[tuple[str, int], int], args) -> dict[tuple[str, int], int]:
+    """The new offsets --reset-offsets asks for, from the group's ``committed`` offsets (a share group's start
+    offsets), clamped to each log's range as Kafka clamps them."""
+    partitions = sorted(committed) if args.all_topics else await partitions_of(admin, args.topic)
     if not partitions:
         return {}
     earliest = await admin.list_offsets(partitions, EARLIEST)
@@ -221,7 +281,7 @@ async def reset_plan(admin: AdminClient, group_id: str, args) -> dict[tuple[str,
         return dict(earliest)
     if args.to_latest:
         return dict(latest)
-    if args.to_offset is not None:
+    if _given(args, "to_offset"):
         return {tp: clamp(tp, args.to_offset) for tp in partitions}
     if args.to_datetime is not None:
         found = await admin.list_offsets(partitions, args.timestamp_ms)
@@ -233,7 +293,7 @@ async def reset_plan(admin: AdminClient, group_id: str, args) -> dict[tuple[str,
     return {tp: clamp(tp, committed[tp] + args.shift_by) for tp in partitions}
 
 
-async def _partitions(admin: AdminClient, topics: list[str]) -> list[tuple[str, int]]:
+async def partitions_of(admin: AdminClient, topics: list[str]) -> list[tuple[str, int]]:
     named, whole = [], []
     for arg in topics:
         topic, sep, partitions = arg.partition(":")
@@ -266,9 +326,14 @@ async def _reset_offsets(admin: AdminClient, args) -> None:
         if state not in INACTIVE:
             raise UsageError(f"Assignments can only be reset if the group '{group_id}' is inactive, but the current "
                              f"state is {state}.")
-        plans[group_id] = await reset_plan(admin, group_id, args)
+        plans[group_id] = await reset_plan(admin, await admin.list_group_offsets(group_id), args)
         if args.execute and plans[group_id]:
             await admin.alter_group_offsets(group_id, plans[group_id])
+    print_plans(plans)
+
+
+def print_plans(plans: dict[str, dict[tuple[str, int], int]]) -> None:
+    """--reset-offsets' table: GROUP TOPIC PARTITION NEW-OFFSET."""
     rows = [(g, t, p, o) for g, plan in plans.items() for (t, p), o in sorted(plan.items())]
     fmt = "{:<%d} {:<%d} {:<10} {}" % (max([15, *(len(r[0]) for r in rows)]), max([15, *(len(r[1]) for r in rows)]))
     print()
@@ -278,15 +343,19 @@ async def _reset_offsets(admin: AdminClient, args) -> None:
         print(fmt.format(*map(str, r)))
 
 
-async def _delete(admin: AdminClient, args) -> None:
-    groups = await _groups(admin, args)
+async def delete(admin: AdminClient, groups: list[str], kind: str) -> None:
+    """DeleteGroups to each group's coordinator, with Kafka's one line of success (or of the groups that failed)."""
     results = await admin.delete_groups(groups)
     failed = {g: code for g, code in results.items() if code}
     if failed:
-        raise UsageError("Deletion of some consumer groups failed: " + ", ".join(
+        raise UsageError(f"Deletion of some {kind} groups failed: " + ", ".join(
             f"'{g}': {error_name(code)}" for g, code in failed.items()))
     names = ", ".join(f"'{g}'" for g in groups)
-    print(f"Deletion of requested consumer groups ({names}) was successful.")
+    print(f"Deletion of requested {kind} groups ({names}) was successful.")
+
+
+async def _delete(admin: AdminClient, args) -> None:
+    await delete(admin, await _groups(admin, args), "consumer")
 
 
 _ACTIONS = {"list": _list, "describe": _describe, "reset_offsets": _reset_offsets, "delete": _delete}

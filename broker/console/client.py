@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
+from dataclasses import dataclass
 
 from ..admin.client import CONFIG_TOPIC, GROUP_KEY, AdminClient, AdminError, Broker, KafkaError, check
 from ..errors import ErrorCode
@@ -13,8 +14,9 @@ from ..errors import ErrorCode
 # Requests that only read. Anything else (WriteTxnMarkers, the console's one write) needs --allow-writes.
 READS = frozenset({
     "ApiVersions", "Metadata", "DescribeCluster", "FindCoordinator", "ListOffsets", "Fetch", "DescribeConfigs",
-    "DescribeLogDirs", "ListGroups", "DescribeGroups", "ConsumerGroupDescribe", "OffsetFetch", "DescribeAcls",
-    "DescribeUserScramCredentials", "ListTransactions", "DescribeTransactions", "DescribeProducers",
+    "DescribeLogDirs", "ListGroups", "DescribeGroups", "ConsumerGroupDescribe", "ShareGroupDescribe", "OffsetFetch",
+    "DescribeShareGroupOffsets", "DescribeAcls", "DescribeUserScramCredentials", "ListTransactions",
+    "DescribeTransactions", "DescribeProducers",
 })
 _WINDOW_S = 60.0
 # How long a leader or coordinator the cluster named is taken as still true: the admin client's helpers ask
@@ -22,6 +24,17 @@ _WINDOW_S = 60.0
 LEADER_TTL_S = 2.0
 METADATA_TTL_S = 1.0  # the same Metadata asked again within a page's gathering (list_offsets asks its own)
 COORDINATOR_TTL_S = 10.0
+
+
+@dataclass
+class GroupSummary:
+    """A group in the groups list: its state, member count, committed offsets (classic and KIP-848 groups), its
+    total lag as the broker counts it (share groups: records not yet acknowledged), and an error code or 0."""
+    state: str
+    members: int
+    committed: dict[tuple[str, int], int]
+    share_lag: int | None
+    error: int
 
 
 class ReadOnly(AdminError):
@@ -137,42 +150,72 @@ class ConsoleClient(AdminClient):
                     pass
         return {g: self._coordinators[(GROUP_KEY, g)][0] for g in group_ids if (GROUP_KEY, g) in self._coordinators}
 
-    async def describe_groups(self, group_ids: list[str]) -> dict[str, tuple[dict | None, dict, int]]:
-        """Many groups at once, for the groups list: group -> (its DescribeGroups entry, its committed offsets
-        {(topic, partition): offset}, an error code or 0). A DescribeGroups and an OffsetFetch per
-        coordinator (OffsetFetch v8 batches groups; before it, one request per group)."""
-        coordinators = await self.group_coordinators(group_ids)
-        results: dict[str, tuple[dict | None, dict, int]] = {
-            g: (None, {}, ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in group_ids if g not in coordinators}
-        by_node: dict[int, list[str]] = {}
+    async def describe_groups(self, types: dict[str, str]) -> dict[str, GroupSummary]:
+        """Many groups at once, for the groups list, by type (group -> classic, consumer or share, as ListGroups
+        tells): per coordinator a DescribeGroups of the classic ones, a ConsumerGroupDescribe of the KIP-848 ones
+        and an OffsetFetch of both (v8 batches groups; before it, one request per group); a ShareGroupDescribe
+        and a DescribeShareGroupOffsets of the share ones."""
+        coordinators = await self.group_coordinators(sorted(types))
+        results = {g: GroupSummary("", 0, {}, None, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                   for g in types if g not in coordinators}
+        by_node: dict[int, dict[str, list[str]]] = {}
         for g, broker in coordinators.items():
-            by_node.setdefault(broker.node_id, []).append(g)
-        for node, ids in by_node.items():
-            described = await self.send("DescribeGroups", {"groups": ids, "include_authorized_operations": False}, node)
-
-            def body(version: int, ids=ids) -> dict:
-                if version >= 8:
-                    return {"groups": [{"group_id": g, "member_id": None, "member_epoch": -1, "topics": None}
-                                       for g in ids], "require_stable": False}
-                return {"group_id": ids[0], "topics": None, "require_stable": False}
-
-            version, fetched = await self.send_versioned("OffsetFetch", body, node)
-            offsets: dict[str, tuple[dict, int]] = {}
-            for group in fetched["groups"] if version >= 8 else [{**fetched, "group_id": ids[0]}]:
-                offsets[group["group_id"]] = ({(t["name"], p["partition_index"]): p["committed_offset"]
-                                               for t in group["topics"] for p in t["partitions"]
-                                               if not p["error_code"] and p["committed_offset"] >= 0},
-                                              group.get("error_code", 0))
-            for g in ids[1:] if version < 8 else ():
-                try:
-                    offsets[g] = (await self.list_group_offsets(g), 0)
-                except KafkaError as exc:
-                    offsets[g] = ({}, exc.code)
-            for d in described["groups"]:
+            by_node.setdefault(broker.node_id, {}).setdefault(types[g], []).append(g)
+        for node, kinds in by_node.items():
+            described = []
+            for kind, api in (("classic", "DescribeGroups"), ("consumer", "ConsumerGroupDescribe"),
+                              ("share", "ShareGroupDescribe")):
+                if kinds.get(kind):
+                    ids = {"groups": kinds[kind]} if kind == "classic" else {"group_ids": kinds[kind]}
+                    answer = await self.send(api, {**ids, "include_authorized_operations": False}, node)
+                    described += answer["groups"]
+            offsets = await self._committed(node, kinds.get("classic", []) + kinds.get("consumer", []))
+            share_lags = await self._share_lags(node, kinds.get("share", []))
+            for d in described:
                 committed, code = offsets.get(d["group_id"], ({}, 0))
-                code = d["error_code"] or code
-                results[d["group_id"]] = (d, committed, code)
+                lag, share_code = share_lags.get(d["group_id"], (None, 0))
+                results[d["group_id"]] = GroupSummary(d["group_state"], len(d["members"]), committed, lag,
+                                                      d["error_code"] or code or share_code)
         return results
+
+    async def _committed(self, node: int, ids: list[str]) -> dict[str, tuple[dict, int]]:
+        """The groups' committed offsets (group -> ({(topic, partition): offset}, error code)) from their
+        coordinator."""
+        if not ids:
+            return {}
+
+        def body(version: int) -> dict:
+            if version >= 8:
+                return {"groups": [{"group_id": g, "member_id": None, "member_epoch": -1, "topics": None}
+                                   for g in ids], "require_stable": False}
+            return {"group_id": ids[0], "topics": None, "require_stable": False}
+
+        version, fetched = await self.send_versioned("OffsetFetch", body, node)
+        offsets: dict[str, tuple[dict, int]] = {}
+        for group in fetched["groups"] if version >= 8 else [{**fetched, "group_id": ids[0]}]:
+            offsets[group["group_id"]] = ({(t["name"], p["partition_index"]): p["committed_offset"]
+                                           for t in group["topics"] for p in t["partitions"]
+                                           if not p["error_code"] and p["committed_offset"] >= 0},
+                                          group.get("error_code", 0))
+        for g in ids[1:] if version < 8 else ():
+            try:
+                offsets[g] = (await self.list_group_offsets(g), 0)
+            except KafkaError as exc:
+                offsets[g] = ({}, exc.code)
+        return offsets
+
+    async def _share_lags(self, node: int, ids: list[str]) -> dict[str, tuple[int | None, int]]:
+        """Share groups' total lag (group -> (records not yet acknowledged, None if the broker does not say;
+        error code)) from one DescribeShareGroupOffsets to their coordinator."""
+        if not ids:
+            return {}
+        answer = await self.send("DescribeShareGroupOffsets", {
+            "groups": [{"group_id": g, "topics": None} for g in ids]}, node)
+        lags = {}
+        for g in answer["groups"]:
+            found = [p.get("lag", -1) for t in g["topics"] for p in t["partitions"] if not p["error_code"]]
+            lags[g["group_id"]] = (sum(found) if found and min(found) >= 0 else None, g["error_code"])
+        return lags
 
     async def fetch(self, topic: str, partition: int, offset: int, read_committed: bool,
                     max_bytes: int = 1 << 20) -> dict:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from ..admin import transactions
 from ..admin.client import (
-    CONFIG_TOPIC, EARLIEST, LATEST, OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES, AclBinding, KafkaError,
+    CONFIG_TOPIC, EARLIEST, LATEST, OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES, AclBinding, AdminError,
+    KafkaError, group_type,
 )
 from ..errors import ErrorCode
 from ..security.scram_credentials import MECHANISM_BY_TYPE
@@ -213,12 +214,15 @@ class GroupRow:
 class LagRow:
     topic: str
     partition: int
-    committed: int | None
+    committed: int | None  # a share group's: its start offset (SPSO)
     end: int | None
     member: str
+    share_lag: int | None = None  # a share group's: records from its start offset not yet acknowledged
 
     @property
     def lag(self) -> int | None:
+        if self.share_lag is not None:
+            return self.share_lag
         if self.committed is None or self.end is None:
             return None
         return max(self.end - self.committed, 0)
@@ -227,21 +231,18 @@ class LagRow:
 @dataclass
 class GroupView:
     group_id: str
-    type: str
+    type: str  # classic, consumer (KIP-848) or share (KIP-932)
     state: str
     protocol: str
     coordinator: str
     members: list
     rows: list[LagRow]
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
     @property
     def lag(self) -> int:
         return sum(r.lag for r in self.rows if r.lag is not None)
-
-
-def _group_type(listed: dict) -> str:
-    kind = listed.get("group_type") or ""
-    return kind.lower() if kind else "classic"
 
 
 async def _end_offsets(client: ConsoleClient, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -255,37 +256,57 @@ async def _end_offsets(client: ConsoleClient, tps: list[tuple[str, int]]) -> dic
 
 
 async def groups(client: ConsoleClient, history: LagHistory) -> list[GroupRow]:
-    """ListGroups on every broker; a FindCoordinator for the groups whose coordinator is not known, a
-    DescribeGroups and an OffsetFetch per coordinator; Metadata and a ListOffsets per leader for the ends.
-    Each group's total lag goes into history."""
+    """ListGroups on every broker; a FindCoordinator for the groups whose coordinator is not known; per
+    coordinator a describe of each type and OffsetFetch / DescribeShareGroupOffsets (ConsoleClient.describe_groups);
+    Metadata and a ListOffsets per leader for the ends. Each group's total lag goes into history."""
     listed = {g["group_id"]: g for g in await client.list_groups()}
-    described = await client.describe_groups(sorted(listed))
-    ends = await _end_offsets(client, sorted({tp for _, committed, _ in described.values() for tp in committed}))
+    described = await client.describe_groups({g: group_type(listed[g]) for g in listed})
+    ends = await _end_offsets(client, sorted({tp for d in described.values() for tp in d.committed}))
     rows = []
     for group_id in sorted(listed):
-        d, committed, error = described[group_id]
-        lags = [max(ends[tp] - offset, 0) for tp, offset in committed.items() if tp in ends]
-        if lags:
-            history.add(group_id, sum(lags))
-        rows.append(GroupRow(group_id, _group_type(listed[group_id]),
-                             d["group_state"] if d and not d["error_code"] else listed[group_id].get("group_state") or "",
-                             len(d["members"]) if d else 0, sum(lags) if lags else None,
-                             refused(KafkaError(f"group {group_id}", error)) if error else None))
+        d = described[group_id]
+        lags = [max(ends[tp] - offset, 0) for tp, offset in d.committed.items() if tp in ends]
+        lag = d.share_lag if d.share_lag is not None else sum(lags) if lags else None
+        if lag is not None:
+            history.add(group_id, lag)
+        rows.append(GroupRow(group_id, group_type(listed[group_id]), d.state or listed[group_id].get("group_state") or "",
+                             d.members, lag, refused(KafkaError(f"group {group_id}", d.error)) if d.error else None))
     return rows
 
 
 async def group(client: ConsoleClient, group_id: str, history: LagHistory) -> GroupView:
-    """DescribeGroups, OffsetFetch, Metadata and a ListOffsets per leader; the total lag goes into history."""
+    """A KIP-848 or classic group (ConsumerGroupDescribe, else DescribeGroups), OffsetFetch, Metadata and a
+    ListOffsets per leader; a share group (ShareGroupDescribe, where the others do not know the group) with
+    DescribeShareGroupOffsets instead of OffsetFetch. The total lag goes into history."""
     described = await client.describe_group(group_id)
-    assigned = {tp: f"{m.client_id} ({m.host})" for m in described.members for tp in m.assignment}
-    committed = await client.list_group_offsets(group_id)
-    tps = sorted(set(committed) | set(assigned))
-    ends = await _end_offsets(client, tps)
-    rows = [LagRow(t, p, committed.get((t, p)), ends.get((t, p)), assigned.get((t, p), "")) for t, p in tps]
-    kind = "classic" if described.protocol_type in ("consumer", "") else described.protocol_type
-    view = GroupView(group_id, kind, described.state, described.protocol, f"{described.coordinator.host}:"
+    if described.type == "classic" and described.state == "Dead":
+        try:
+            described = (await client.describe_share_groups([group_id]))[group_id]
+        except KafkaError as exc:
+            if exc.code not in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
+                raise
+        except AdminError:  # a broker without share groups
+            pass
+    assigned: dict[tuple[str, int], list[str]] = {}
+    for m in described.members:
+        for tp in m.assignment:
+            assigned.setdefault(tp, []).append(f"{m.client_id} ({m.host})")
+    if described.type == "share":
+        starts = {(o.topic, o.partition): o for o in await client.share_group_offsets(group_id)}
+        tps = sorted(set(starts) | set(assigned))
+        ends = await _end_offsets(client, tps)
+        rows = [LagRow(t, p, starts[(t, p)].start_offset if (t, p) in starts else None, ends.get((t, p)),
+                       ", ".join(assigned.get((t, p), [])), starts[(t, p)].lag if (t, p) in starts else None)
+                for t, p in tps]
+    else:
+        committed = await client.list_group_offsets(group_id)
+        tps = sorted(set(committed) | set(assigned))
+        ends = await _end_offsets(client, tps)
+        rows = [LagRow(t, p, committed.get((t, p)), ends.get((t, p)), ", ".join(assigned.get((t, p), [])))
+                for t, p in tps]
+    view = GroupView(group_id, described.type, described.state, described.protocol, f"{described.coordinator.host}:"
                      f"{described.coordinator.port} (broker {described.coordinator.node_id})",
-                     described.members, rows)
+                     described.members, rows, described.group_epoch, described.assignment_epoch)
     if rows:
         history.add(group_id, view.lag)
     return view

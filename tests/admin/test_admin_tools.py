@@ -25,6 +25,8 @@ from conftest import BrokerProcess, free_port
 from helpers.admin_tools import fields, moldau, ok, one_line_failure, table
 from helpers.kafka import COMMON
 from helpers.reliability import wait_for
+from helpers.share import SHARE_BROKER, share_consumer, warm_up
+from helpers.consumer_protocol import CONSUMER_GROUPS
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -42,7 +44,7 @@ def broker(tmp_path_factory):
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin;User:ANONYMOUS",
-        "group.initial.rebalance.delay.ms": 0,
+        "group.initial.rebalance.delay.ms": 0, **SHARE_BROKER, **CONSUMER_GROUPS,
     })
     b.start()
     b.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
@@ -68,6 +70,14 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
     try:
         asked = [TopicPartition(topic, p) for p in range(partitions)]
         return {tp.partition: tp.offset for tp in c.committed(asked, 30)}
+    finally:
+        c.close()
+
+
+def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks", **COMMON})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), 30)
     finally:
         c.close()
 
@@ -121,11 +131,12 @@ def test_topics_create_list_describe_alter_delete(broker):
     wait_for(lambda: "orders" not in topics_of(bs), 30, "the stock client no longer sees the topic")
 
 
-def group_consumer(bootstrap: str, group: str, topic: str, expected: int, client_id: str) -> tuple[Consumer, dict]:
+def group_consumer(bootstrap: str, group: str, topic: str, expected: int, client_id: str,
+                   **conf) -> tuple[Consumer, dict]:
     """A consumer in ``group`` that has read ``expected`` records of ``topic``; returns it and the last offset
     it read per partition."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest", **COMMON})
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest", **COMMON, **conf})
     c.subscribe([topic])
     seen: dict[int, list[int]] = {}
     deadline = time.monotonic() + 60
@@ -185,6 +196,90 @@ def test_consumer_group_lag_is_the_truth(broker):
     assert ok(moldau("consumer-groups", bs, "--delete", "--group", "lag-app")) == \
         "Deletion of requested consumer groups ('lag-app') was successful.\n"
     assert ok(moldau("consumer-groups", bs, "--list")) == ""
+
+
+def test_kip848_group_described_with_epochs_and_lag(broker):
+    """A group.protocol=consumer group: ConsumerGroupDescribe's members, epochs and assignments, lag as for a
+    classic group, and --list --type naming it Consumer beside a Classic one."""
+    bs = broker.bootstrap
+    ok(moldau("topics", bs, "--create", "--topic", "lag848", "--partitions", "2", "--replication-factor", "1"))
+    produced = {0: 6, 1: 4}
+    produce(bs, "lag848", produced)
+    consumer, seen = group_consumer(bs, "app848", "lag848", sum(produced.values()), "c848",
+                                    **{"group.protocol": "consumer"})
+    commits = {0: 2, 1: 4}
+    consumer.commit(offsets=[TopicPartition("lag848", p, o) for p, o in commits.items()], asynchronous=False)
+    classic, _ = group_consumer(bs, "classic-app", "lag848", sum(produced.values()), "cc")
+    member = consumer.memberid()
+    try:
+        result = moldau("consumer-groups", bs, "--describe", "--group", "app848")
+        rows = {int(r["PARTITION"]): r for r in table(ok(result))}
+        assert {p: (r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"], r["CONSUMER-ID"], r["CLIENT-ID"])
+                for p, r in rows.items()} == {p: (str(commits[p]), str(n), str(n - commits[p]), member, "c848")
+                                              for p, n in produced.items()}
+        assert result.stderr == ""
+
+        members = table(ok(moldau("consumer-groups", bs, "--describe", "--group", "app848", "--members", "--verbose")))
+        assert len(members) == 1, members
+        (m,) = members
+        assert (m["CONSUMER-ID"], m["CLIENT-ID"], m["#PARTITIONS"]) == (member, "c848", "2")
+        assert m["CURRENT-ASSIGNMENT"] == m["TARGET-ASSIGNMENT"] == "lag848:0,1"
+        assert int(m["CURRENT-EPOCH"]) >= 1 and int(m["TARGET-EPOCH"]) >= 1
+
+        state = ok(moldau("consumer-groups", bs, "--describe", "--group", "app848", "--state", "--verbose"))
+        header, line = [s for s in state.splitlines() if s.strip()]
+        assert header.split()[4:] == ["STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"], header
+        assert re.fullmatch(rf"app848 +{re.escape(bs)}  \(1\) +uniform +Stable +\d+ +\d+ +1", line), line
+
+        listed = table(ok(moldau("consumer-groups", bs, "--list", "--type", "--state")))
+        assert {r["GROUP"]: (r["TYPE"], r["STATE"]) for r in listed if r["GROUP"] in ("app848", "classic-app")} == {
+            "app848": ("Consumer", "Stable"), "classic-app": ("Classic", "Stable")}
+        only = table(ok(moldau("consumer-groups", bs, "--list", "--type", "consumer")))
+        assert [r["GROUP"] for r in only] == ["app848"]
+        one_line_failure(moldau("consumer-groups", bs, "--list", "--type", "share"), "--type")
+    finally:
+        consumer.close()
+        classic.close()
+    assert ok(moldau("consumer-groups", bs, "--delete", "--group", "app848", "--group", "classic-app"))
+
+
+def test_share_group_offsets_members_and_state(broker):
+    """A share group (confluent-kafka's ShareConsumer): its start offset and lag (the records produced after it
+    acknowledged everything it read), its member, its state; deleted once empty."""
+    bs = broker.bootstrap
+    ok(moldau("topics", bs, "--create", "--topic", "shared", "--partitions", "1", "--replication-factor", "1"))
+    consumer = share_consumer(bs, "work", "shared", explicit=True)
+    try:
+        warm_up(bs, "shared", [consumer], explicit=True)  # what it reads it accepts
+        members = table(ok(moldau("share-groups", bs, "--describe", "--group", "work", "--members", "--verbose")))
+        assert [(r["#PARTITIONS"], r["ASSIGNMENT"]) for r in members] == [("1", "shared:0")], members
+        assert int(members[0]["MEMBER-EPOCH"]) >= 1
+        state = [line for line in ok(moldau("share-groups", bs, "--describe", "--group", "work", "--state", "--verbose"))
+                 .splitlines() if line.strip()]
+        assert state[0].split() == ["GROUP", "COORDINATOR", "(ID)", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH",
+                                    "#MEMBERS"], state
+        assert re.fullmatch(rf"work +{re.escape(bs)}  \(1\) +Stable +\d+ +\d+ +1", state[1]), state
+        assert table(ok(moldau("share-groups", bs, "--list", "--state"))) == [{"GROUP": "work", "STATE": "Stable"}]
+        assert ok(moldau("consumer-groups", bs, "--list")).split().count("work") == 0
+    finally:
+        consumer.close()
+    produce(bs, "shared", {0: 5})
+    log_end = watermarks(bs, "shared", 0)[1]
+    rows = table(ok(moldau("share-groups", bs, "--describe", "--group", "work")))
+    assert [(r["TOPIC"], r["PARTITION"], r["START-OFFSET"], r["LAG"]) for r in rows] == [
+        ("shared", "0", str(log_end - 5), "5")], rows
+    dry = table(ok(moldau("share-groups", bs, "--reset-offsets", "--group", "work", "--topic", "shared",
+                          "--to-latest")))
+    assert dry == [{"GROUP": "work", "TOPIC": "shared", "PARTITION": "0", "NEW-OFFSET": str(log_end)}]
+    assert table(ok(moldau("share-groups", bs, "--describe", "--group", "work")))[0]["LAG"] == "5", "a dry run"
+    ok(moldau("share-groups", bs, "--reset-offsets", "--group", "work", "--all-topics", "--to-latest", "--execute"))
+    rows = table(ok(moldau("share-groups", bs, "--describe", "--group", "work")))
+    assert [(r["START-OFFSET"], r["LAG"]) for r in rows] == [(str(log_end), "0")], rows
+    one_line_failure(moldau("share-groups", bs, "--reset-offsets", "--group", "work", "--all-topics",
+                            "--shift-by", "1"), "unrecognized arguments")
+    assert ok(moldau("share-groups", bs, "--delete", "--group", "work")) == \
+        "Deletion of requested share groups ('work') was successful.\n"
+    assert ok(moldau("share-groups", bs, "--list")) == ""
 
 
 def test_offset_resets_take_effect(broker):

@@ -117,3 +117,24 @@ def test_a_broker_that_never_answers_is_a_timeout_in_one_line():
 
     port, message = asyncio.run(main())
     assert message == f"ApiVersions to 127.0.0.1:{port}: no answer within 0.3 s"
+
+
+def test_group_types_and_kip1099_member_columns(capsys):
+    assert [client.group_type(g) for g in ({"group_id": "a"}, {"group_type": "Consumer"}, {"group_type": "share"},
+                                           {"group_type": ""})] == ["classic", "consumer", "share", "classic"]
+    coordinator = client.Broker(1, "h", 9092)
+    member = client.GroupMember("m1", None, "c1", "/h", [("t", 1), ("t", 0), ("u", 2)], 7, [("t", 0), ("t", 1)])
+    new = client.GroupDescription("g", "Reconciling", "consumer", "uniform", [member], coordinator, "consumer", 8, 8)
+    consumer_groups._print_members(new, verbose=True)
+    header, row = capsys.readouterr().out.split("\n")[1:3]
+    assert header.split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                              "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    assert row.split() == ["g", "m1", "/h", "c1", "3", "7", "t:0,1;u:2", "8", "t:0,1"]
+    classic = client.GroupDescription("g", "Stable", "consumer", "range", [member], coordinator)
+    consumer_groups._print_members(classic, verbose=True)
+    header, row = capsys.readouterr().out.split("\n")[1:3]
+    assert header.split()[-2:] == ["#PARTITIONS", "ASSIGNMENT"] and row.split()[-1] == "t:0,1;u:2"
+    consumer_groups._print_state(new, verbose=True)
+    header, row = capsys.readouterr().out.split("\n")[1:3]
+    assert header.split()[-4:] == ["STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+    assert row.split()[-5:] == ["uniform", "Reconciling", "8", "8", "1"]

@@ -21,10 +21,13 @@ from conftest import free_port
 from protocol.records import build_batch
 from helpers.console import ARTIFACTS, cell, chromium, no_trace, screenshot, start_console  # noqa: F401 (fixture)
 from helpers.kafka import COMMON, admin, create_topic
+from helpers.share import share_consumer, warm_up
 
 pytestmark = pytest.mark.timeout(300)
 
 TOPIC, TXN_TOPIC, GROUP, LIVE_GROUP = "orders", "payments", "billing", "live-readers"
+NEW_GROUP, SHARE_TOPIC, SHARE_GROUP = "kip848-readers", "jobs", "workers"  # KIP-848 and share (KIP-932) groups
+NEW_COMMITTED = {0: 9, 1: 2, 2: 5}  # NEW_GROUP's committed offsets
 COUNTS = {0: 12, 1: 7, 2: 5}  # records produced per partition of TOPIC
 COMMITTED = {0: 4, 1: 7, 2: 0}  # GROUP's committed offsets
 BASE_TS = 1_700_000_000_000  # record i of a partition has timestamp BASE_TS + 1000 * i
@@ -72,6 +75,14 @@ def truth(bootstrap: str, group: str) -> dict[int, tuple[int, int, int]]:
         c.close()
 
 
+def truth_end(bootstrap: str, topic: str, partition: int) -> int:
+    c = Consumer({**COMMON, "bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), 30)[1]
+    finally:
+        c.close()
+
+
 def crawl(page, base: str) -> dict[str, int]:
     """Every page reachable by <a href> from the front page (same site): path -> HTTP status."""
     seen: dict[str, int] = {}
@@ -104,6 +115,23 @@ def test_console_pages_in_chromium(broker, start_console, tmp_path):
     while not member.assignment() and time.monotonic() < deadline:
         member.poll(0.5)
     assert member.assignment(), "the live group's member got no partitions"
+    # a KIP-848 group (group.protocol=consumer) with a member that stays and committed offsets
+    new_member = Consumer({**COMMON, "bootstrap.servers": bootstrap, "group.id": NEW_GROUP, "group.protocol": "consumer",
+                           "auto.offset.reset": "earliest", "client.id": "kip848-reader", "enable.auto.commit": False})
+    new_member.subscribe([TOPIC])
+    deadline = time.monotonic() + 60
+    while len(new_member.assignment()) < len(COUNTS) and time.monotonic() < deadline:
+        new_member.poll(0.5)
+    assert len(new_member.assignment()) == len(COUNTS), "the KIP-848 member got not all partitions"
+    new_member.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in NEW_COMMITTED.items()], asynchronous=False)
+    # a share group whose member accepted what it read, then four records it has not read
+    create_topic(bootstrap, SHARE_TOPIC, 1)
+    share_member = share_consumer(bootstrap, SHARE_GROUP, SHARE_TOPIC, explicit=True)
+    warm_up(bootstrap, SHARE_TOPIC, [share_member], explicit=True).flush(30)
+    p = Producer({**COMMON, "bootstrap.servers": bootstrap})
+    for i in range(4):
+        p.produce(SHARE_TOPIC, f"job-{i}".encode(), partition=0)
+    assert p.flush(30) == 0
     # a transaction left open: its first offset holds back the last stable offset of payments-0
     txn = Producer({**COMMON, "bootstrap.servers": bootstrap, "transactional.id": "payments-writer",
                     "transaction.timeout.ms": 240000})
@@ -132,7 +160,8 @@ def test_console_pages_in_chromium(broker, start_console, tmp_path):
         screenshot(page, "overview")
         pages = crawl(page, console.url)
         for path in ("/cluster", "/topics", f"/topics/{TOPIC}", f"/topics/{TXN_TOPIC}", "/groups", f"/groups/{GROUP}",
-                     f"/groups/{LIVE_GROUP}", "/transactions", "/acls", "/users"):
+                     f"/groups/{LIVE_GROUP}", f"/groups/{NEW_GROUP}", f"/groups/{SHARE_GROUP}", "/transactions", "/acls",
+                     "/users"):
             assert pages.get(path) == 200, (path, pages)
         weights = {path: len(console.get(path)[1].encode()) for path in pages}
         weights["/static/console.js"] = len(console.get("/static/console.js")[1].encode())
@@ -209,7 +238,33 @@ def test_console_pages_in_chromium(broker, start_console, tmp_path):
         assert (cell(page, f"#group-{LIVE_GROUP} .state"), cell(page, f"#group-{LIVE_GROUP} .members")) == ("Stable", "1")
         expected = truth(bootstrap, GROUP)
         assert cell(page, f"#group-{GROUP} .lag") == str(sum(lag for _, _, lag in expected.values()))
+        # the KIP-848 and the share group: their type, Kafka's state, their member and lag
+        row = {kind: tuple(cell(page, f"#group-{g} {c}") for c in ("td:nth-child(2)", ".state", ".members"))
+               for kind, g in (("consumer", NEW_GROUP), ("share", SHARE_GROUP), ("classic", LIVE_GROUP))}
+        assert row == {"consumer": ("consumer", "Stable", "1"), "share": ("share", "Stable", "1"),
+                       "classic": ("classic", "Stable", "1")}
+        new_truth = {p: (NEW_COMMITTED[p], n, n - NEW_COMMITTED[p]) for p, n in COUNTS.items()}
+        assert cell(page, f"#group-{NEW_GROUP} .lag") == str(sum(lag for _, _, lag in new_truth.values()))
+        assert cell(page, f"#group-{SHARE_GROUP} .lag") == "4"
         screenshot(page, "groups")
+        page.goto(console.url + f"/groups/{NEW_GROUP}")
+        assert (cell(page, "#type"), cell(page, "#state")) == ("consumer", "Stable")
+        assert int(cell(page, "#group-epoch")) >= 1 and int(cell(page, "#assignment-epoch")) >= 1
+        assert {p: tuple(int(cell(page, f"#lag-{TOPIC}-{p} .{c}")) for c in ("committed", "end", "lag"))
+                for p in COUNTS} == new_truth
+        assert cell(page, "#total-lag") == str(sum(lag for _, _, lag in new_truth.values()))
+        assert (cell(page, "#members .client"), cell(page, "#members .assigned"), cell(page, "#members .target")) == (
+            "kip848-reader", ", ".join(f"{TOPIC}-{p}" for p in sorted(COUNTS)), ", ".join(f"{TOPIC}-{p}" for p in sorted(COUNTS)))
+        assert int(cell(page, "#members .epoch")) >= 1
+        screenshot(page, "group-kip848")
+        page.goto(console.url + f"/groups/{SHARE_GROUP}")
+        assert (cell(page, "#type"), cell(page, "#state")) == ("share", "Stable")
+        share_end = truth_end(bootstrap, SHARE_TOPIC, 0)
+        assert tuple(int(cell(page, f"#lag-{SHARE_TOPIC}-0 .{c}")) for c in ("committed", "end", "lag")) == (
+            share_end - 4, share_end, 4)
+        assert cell(page, "#total-lag") == "4"
+        assert (cell(page, "#members .client"), cell(page, "#members .assigned")) == ("rdkafka", f"{SHARE_TOPIC}-0")
+        screenshot(page, "group-share")
         page.goto(console.url + f"/groups/{GROUP}")
 
         def shown() -> dict[int, tuple[int, int, int]]:
@@ -272,6 +327,8 @@ def test_console_pages_in_chromium(broker, start_console, tmp_path):
         # a cluster that goes away under an open page: the page says so by itself, and keeps saying so
         page.goto(console.url + f"/groups/{GROUP}")
         member.close()
+        new_member.close()
+        share_member.close()
         txn.abort_transaction(30)
         del p, txn  # (librdkafka would retry the dead broker in the background)
         broker.kill()
