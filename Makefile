@@ -47,11 +47,12 @@ test-deps: install $(VENV)/.java-clients $(KAFKA_CLIENTS_4)
 		|| (echo "chromium could not be installed: the console's tests need it" && false)
 
 # pytest-xdist workers: the tests mostly wait (for brokers, clients, timeouts), so more workers than
-# cores pay; TEST_WORKERS=0 runs everything in one process. tests/conftest.py says what runs first
+# cores pay, up to a point: with the cluster, Java and browser tests of wave 3, four workers on two cores
+# timed out a few of them; TEST_WORKERS=0 runs everything in one process. tests/conftest.py says what runs first
 # and which tests never run side by side.
 # Bytecode is cached (__pycache__) even where PYTHONDONTWRITEBYTECODE is set: the tests start a
 # thousand and more broker processes, and compiling the broker's source in each took 40% of their CPU time.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 test: test-deps
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 

@@ -273,10 +273,13 @@ def test_group_configs_are_cluster_wide(start_cluster):
 
     # DeleteGroups at the group's coordinator deletes its key: every broker is back to the default
     offsets_partitions = CLUSTER_DEFAULTS["offsets.topic.num.partitions"]
-    coordinator = cluster.leader("__consumer_offsets", partition_for("gsg", offsets_partitions))
-    with WireClient(cluster.brokers[coordinator].port) as c:
-        cluster.wait_until(lambda: c.request("DeleteGroups", 2, {"groups_names": ["gsg"]})["results"][0][
-            "error_code"] == 0, 30, "the empty share group deleted")
+
+    def deleted() -> bool:  # at the coordinator of the moment: the restart may move it (preferred leaders)
+        coordinator = cluster.leader("__consumer_offsets", partition_for("gsg", offsets_partitions))
+        with WireClient(cluster.brokers[coordinator].port) as c:
+            return c.request("DeleteGroups", 2, {"groups_names": ["gsg"]})["results"][0]["error_code"] == 0
+
+    cluster.wait_until(deleted, 30, "the empty share group deleted")
     assert cluster.etcd_prefix(b"/configs/groups/") == []
     for node, b in cluster.brokers.items():
         cluster.wait_until(lambda: _lock_duration(b, "gsg") == ("30000", 5), 30, f"broker {node} back to the default")
