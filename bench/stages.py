@@ -1,6 +1,6 @@
 """Where an acks=all write's time goes: `python -m bench.stages [--quick] [--out DIR]`.
 
-A 3-broker cluster (bench/cluster.py) with the brokers' stage timestamps on (broker/stages.py,
+A 3-broker cluster (bench/cluster.py) with the brokers' stage timestamps on (broker/cluster/stages.py,
 `log.level=INFO,moldau.stages=DEBUG`), one RF=3 topic (min.insync.replicas=2), an idempotent
 confluent-kafka producer at a steady rate (acks=all, linger.ms=0, 100 B). Each acknowledged batch is
 followed through the logs: leader append -> records read for a follower's fetch -> the follower has

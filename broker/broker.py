@@ -12,25 +12,26 @@ from storage.errors import InvalidTopic, TopicExists
 from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 
-from . import faults, stages
-from .client_quotas import ClientQuotas
+from . import faults
+from .cluster import stages
+from .network.client_quotas import ClientQuotas
 from .cluster.metadata import NO_LEADER
 from .cluster.replica_manager import ReplicaManager
 from .cluster.store import LocalMetadataStore, MetadataStore
-from .config import BrokerConfig, ConfigError
-from .delayed_fetch import FetchPurgatory
-from .descriptors import Budget
-from .dynamic_configs import DynamicBrokerConfigs
+from .config.broker_config import BrokerConfig, ConfigError
+from .fetch.delayed_fetch import FetchPurgatory
+from .network.descriptors import Budget
+from .config.dynamic_configs import DynamicBrokerConfigs
 from .errors import ErrorCode
-from .fetch_session import FetchSessionCache
+from .fetch.fetch_session import FetchSessionCache
 from .group import OFFSETS_TOPIC, GroupCoordinator
-from .listeners import advertised_endpoints
-from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
+from .network.listeners import advertised_endpoints
+from .transaction.producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 from .security import authorizer
 from .security.scram_credentials import CREDENTIALS_FILE, ScramCredentials
 from .security.tls_reload import ListenerContexts
 from .supervisor import Supervisor
-from .group_configs import GroupConfigs
+from .config.group_configs import GroupConfigs
 from .share import ShareGroups
 from .share.persister import SHARE_STATE_TOPIC
 from .transaction import TransactionCoordinator

@@ -13,13 +13,14 @@ from pathlib import Path
 from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
-from . import __version__, descriptors, shutdown
+from . import __version__, shutdown
+from .network import descriptors
 from .admin import acls, cluster_describe, configs, consumer_groups, share_groups, topics, transactions
 from .admin import command as admin_command
 from .cluster.store import NodeIdInUse
 from .console import child as console_child, command as console
-from .config import BrokerConfig, ConfigError, describe_settings
-from .log_levels import apply_log_levels, log_levels_problem
+from .config.broker_config import BrokerConfig, ConfigError, describe_settings
+from .config.log_levels import apply_log_levels, log_levels_problem
 
 log = logging.getLogger("moldau")
 
@@ -32,8 +33,8 @@ def _serve(args) -> int:
     import uvloop
 
     from .broker import Broker
-    from .listeners import resolve
-    from .server import bind_listeners, bind_socket, serve
+    from .network.listeners import resolve
+    from .network.server import bind_listeners, bind_socket, serve
 
     try:
         config = BrokerConfig.load(Path(args.config) if args.config else None, args.override)

@@ -79,7 +79,7 @@ import signal
 import time
 from pathlib import Path
 
-from .config import ConfigError
+from .config.broker_config import ConfigError
 
 DROP_RESPONSE_ENV = "MOLDAU_FAULT_DROP_RESPONSE_EVERY"
 KILL_AFTER_MARKERS_ENV = "MOLDAU_FAULT_KILL_AFTER_TXN_MARKERS"

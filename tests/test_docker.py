@@ -112,7 +112,7 @@ def test_the_image_copies_what_pyproject_packages():
 
 def test_build_context_leaves_out_venv_data_and_tests():
     context = build_context()
-    assert "pyproject.toml" in context and "broker/server.py" in context
+    assert "pyproject.toml" in context and "broker/network/server.py" in context
     for unwanted in (".venv/", ".git/", "tests/", "moldau-data/", "bench/results/"):
         assert not [f for f in context if f.startswith(unwanted)], unwanted
     assert not [f for f in context if "__pycache__" in f or f.endswith(".pyc")]

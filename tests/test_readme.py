@@ -32,7 +32,7 @@ def test_readme_commands_are_make_targets():
 
 
 def test_serve_help_lists_every_setting():
-    from broker.config import SETTINGS
+    from broker.config.broker_config import SETTINGS
 
     out = subprocess.run([sys.executable, "-m", "broker", "serve", "--help"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60).stdout

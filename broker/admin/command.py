@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 from ..cluster import client_security
-from ..config import ConfigError, read_properties
+from ..config.broker_config import ConfigError, read_properties
 from .client import AdminClient, AdminError
 
 

@@ -12,7 +12,7 @@ registered another. The connection speaks that listener's security protocol
 
 from __future__ import annotations
 
-from broker.loopback import LoopbackChannel
+from broker.network.loopback import LoopbackChannel
 
 from .network import BrokerConnection
 

@@ -20,9 +20,9 @@ from typing import Awaitable, Callable
 
 import scramp
 
-from broker.config import BrokerConfig, ConfigError
+from broker.config.broker_config import BrokerConfig, ConfigError
 from broker.errors import ErrorCode
-from broker.listeners import protocol_map
+from broker.network.listeners import protocol_map
 from broker.security import jaas, sasl, tls
 
 Exchange = Callable[[str, int, dict], Awaitable[dict]]  # one request on the new connection -> its response

@@ -14,8 +14,8 @@ import json
 import logging
 from urllib.parse import quote, unquote
 
-from broker.client_quotas import Entity, altered
-from broker.dynamic_configs import DEFAULT_ENTITY
+from broker.network.client_quotas import Entity, altered
+from broker.config.dynamic_configs import DEFAULT_ENTITY
 from storage.errors import InvalidConfig, UnknownTopic
 
 from . import etcd_store

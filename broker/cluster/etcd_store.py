@@ -34,9 +34,9 @@ from aetcd import rpc
 from aetcd import utils as etcd_utils
 
 from broker import faults
-from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
-from broker.listeners import advertised_endpoints, inter_broker_endpoint
-from broker.producer_ids import BLOCK_SIZE
+from broker.coordinator.internal_topics import INTERNAL_TOPIC_SETTINGS
+from broker.network.listeners import advertised_endpoints, inter_broker_endpoint
+from broker.transaction.producer_ids import BLOCK_SIZE
 from broker.shutdown import within
 from storage.catalog import TopicMetadata
 from storage.errors import TopicExists, UnknownTopic

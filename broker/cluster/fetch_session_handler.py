@@ -14,7 +14,7 @@ old session on the leader and opens a new one.
 from __future__ import annotations
 
 from broker.errors import ErrorCode
-from broker.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from broker.fetch.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 
 
 class FetchSessionHandler:

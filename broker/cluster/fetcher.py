@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 
-from broker import stages
+from broker.cluster import stages
 from broker.errors import ErrorCode
 from protocol import codec
 from protocol.records import valid_prefix

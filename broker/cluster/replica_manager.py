@@ -19,7 +19,8 @@ import logging
 import time
 from dataclasses import dataclass
 
-from broker import faults, stages
+from broker import faults
+from broker.cluster import stages
 from broker.errors import ErrorCode
 from storage.log import Log
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from broker.client_quotas import altered
-from broker.dynamic_configs import DEFAULT_ENTITY
-from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
+from broker.network.client_quotas import altered
+from broker.config.dynamic_configs import DEFAULT_ENTITY
+from broker.coordinator.internal_topics import INTERNAL_TOPIC_SETTINGS
 from storage.catalog import TopicMetadata
 from storage.errors import InvalidConfig, UnknownTopic
 

@@ -13,8 +13,8 @@ import logging
 import socket
 import sys
 
-from ..config import BrokerConfig, ConfigError
-from ..listeners import Listener
+from ..config.broker_config import BrokerConfig, ConfigError
+from ..network.listeners import Listener
 
 log = logging.getLogger("moldau.console")
 

@@ -25,9 +25,9 @@ import re._parser as re_parser
 import uuid
 from collections import Counter
 
-from broker.coordinator_partitions import Pending, then
+from broker.coordinator.partitions import Pending, then
 from broker.errors import ErrorCode
-from broker.record_fields import RecordFormatError
+from broker.coordinator.record_fields import RecordFormatError
 
 from . import consumer_records as records
 from .assignors import ASSIGNORS, Assignment, AssignmentSpec

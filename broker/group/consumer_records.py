@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.record_fields import I16, RecordFormatError
+from broker.coordinator.record_fields import I16, RecordFormatError
 from protocol import codec
 
 from .assignors import Assignment

@@ -27,7 +27,7 @@ import logging
 import uuid
 from typing import Awaitable, Callable, Union
 
-from broker.coordinator_partitions import OwnedPartitions, Pending, then
+from broker.coordinator.partitions import OwnedPartitions, Pending, then
 from broker.errors import ErrorCode
 
 from . import consumer_records, records

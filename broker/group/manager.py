@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
-from broker import coordinator_partitions
+from broker.coordinator import partitions as coordinator_partitions
 from broker.errors import ErrorCode
-from broker.internal_topics import open_internal_topic, partition_for
+from broker.coordinator.internal_topics import open_internal_topic, partition_for
 from protocol.records import (
     CONTROL_COMMIT,
     BatchHeader,

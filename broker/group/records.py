@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from broker.record_fields import I16, I32, I64, Reader, RecordFormatError, encode_string
+from broker.coordinator.record_fields import I16, I32, I64, Reader, RecordFormatError, encode_string
 
 from .metadata import CommittedOffset, GroupMetadata, MemberMetadata
 

@@ -4,7 +4,7 @@ The group's partition of __consumer_offsets becomes a partition of the
 transaction, so the commit or abort marker reaches the offsets as well.
 """
 
-from broker.coordinator_partitions import then
+from broker.coordinator.partitions import then
 from broker.transaction import fenced_for_version
 
 API = "AddOffsetsToTxn"

@@ -7,7 +7,7 @@ it takes a transactional write, answered without changing anything.
 
 from typing import Awaitable
 
-from broker.coordinator_partitions import settled, then
+from broker.coordinator.partitions import settled, then
 from broker.errors import ErrorCode
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID
 from broker.transaction import fenced_for_version

@@ -3,7 +3,7 @@ store (the data directory of a standalone broker, etcd in a cluster)."""
 
 import logging
 
-from broker.client_quotas import QuotaError, altered, entity_of
+from broker.network.client_quotas import QuotaError, altered, entity_of
 from broker.errors import ErrorCode
 
 API = "AlterClientQuotas"

@@ -1,6 +1,6 @@
 """AlterConfigs: replace a topic's configs as a whole (those not given return to their defaults)."""
 
-from broker import topic_configs
+from broker.config import topic_configs
 from broker.security.authorization import config_refusal
 
 API = "AlterConfigs"

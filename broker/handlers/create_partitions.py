@@ -2,7 +2,7 @@
 
 import logging
 
-from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
+from broker.network.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor, TopicChangeInProgress
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC

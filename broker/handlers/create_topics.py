@@ -4,9 +4,9 @@ explicitly by the request; INVALID_REPLICATION_FACTOR when there are too few bro
 import logging
 import uuid
 
-from broker import topic_configs
+from broker.config import topic_configs
 from broker.broker import InvalidTopic
-from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
+from broker.network.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor, TopicChangeInProgress
 from broker.errors import ErrorCode
 from broker.handlers.describe_configs import topic_entries

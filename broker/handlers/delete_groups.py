@@ -1,7 +1,7 @@
 """DeleteGroups: remove empty groups, their committed offsets and their group configs."""
 
-from broker import group_configs
-from broker.coordinator_partitions import settled
+from broker.config import group_configs
+from broker.coordinator.partitions import settled
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP
 

@@ -3,7 +3,7 @@
 import logging
 
 from broker.broker import INTERNAL_TOPICS, in_steps
-from broker.client_quotas import QUOTA_EXCEEDED, ControllerMutations
+from broker.network.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC
 from storage.errors import UnknownTopic

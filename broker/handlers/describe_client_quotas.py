@@ -1,6 +1,6 @@
 """DescribeClientQuotas: the quotas whose entities match a filter (Kafka's matching rules)."""
 
-from broker.client_quotas import CLIENT_ID, IP, USER
+from broker.network.client_quotas import CLIENT_ID, IP, USER
 from broker.errors import ErrorCode
 
 API = "DescribeClientQuotas"

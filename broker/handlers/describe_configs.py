@@ -4,21 +4,21 @@ A topic config's value is the one in force: the topic's own (DYNAMIC_TOPIC),
 else the broker setting it defaults to when server.properties sets it
 (STATIC_BROKER), else Kafka's default (DEFAULT). A broker config's value is this
 broker's dynamic one (DYNAMIC_BROKER), else the cluster default's (DYNAMIC_DEFAULT_BROKER),
-else server.properties' or the built-in default (broker/dynamic_configs.py); those Kafka
+else server.properties' or the built-in default (broker/config/dynamic_configs.py); those Kafka
 changes at run time are not read-only. The BROKER resource named "" is the cluster default:
 only its dynamic configs, as Kafka describes it. BROKER_LOGGER lists this broker's loggers
-and their levels (broker/log_levels.py).
+and their levels (broker/config/log_levels.py).
 
 The resources asked for are a set: one named many times is described once.
 """
 
-from broker.dynamic_configs import DEFAULT_ENTITY, DYNAMIC, default_text, describable, setting_type
+from broker.config.dynamic_configs import DEFAULT_ENTITY, DYNAMIC, default_text, describable, setting_type
 from broker.errors import ErrorCode
-from broker.log_levels import loggers
+from broker.config.log_levels import loggers
 from broker.security.tls_reload import RECONFIGURABLE
 from broker.security.authorization import config_refusal
-from broker.group_configs import GROUP_RESOURCE
-from broker.topic_configs import STRING, TOPIC_CONFIGS
+from broker.config.group_configs import GROUP_RESOURCE
+from broker.config.topic_configs import STRING, TOPIC_CONFIGS
 from storage.config import LOG_CONFIG_NAMES
 
 API = "DescribeConfigs"

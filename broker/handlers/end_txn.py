@@ -7,7 +7,7 @@ version 2 (KIP-890 part 2): the epoch is bumped, and the answer names the
 producer id and epoch the producer goes on with.
 """
 
-from broker.coordinator_partitions import then
+from broker.coordinator.partitions import then
 from broker.transaction import fenced_for_version
 from broker.transaction.metadata import NO_PRODUCER_EPOCH
 from protocol.records import NO_PRODUCER_ID

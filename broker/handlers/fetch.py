@@ -1,9 +1,9 @@
 """Fetch: hand stored batches back as they lie in the segment files.
 
-The request's partitions are a map (broker/log_read.py), read through a fetch
-session context (broker/fetch_session.py: full, incremental or sessionless,
+The request's partitions are a map (broker/fetch/log_read.py), read through a fetch
+session context (broker/fetch/fetch_session.py: full, incremental or sessionless,
 KIP-227). A fetch that finds less than min_bytes parks in the fetch
-purgatory (broker/delayed_fetch.py) until appends bring enough or
+purgatory (broker/fetch/delayed_fetch.py) until appends bring enough or
 max_wait_ms passes, and is dropped if its connection closes first.
 
 Consumers read below the high watermark; read_committed fetches get nothing
@@ -21,12 +21,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from broker import stages
+from broker.cluster import stages
 from broker.broker import now_ms
-from broker.delayed_fetch import DelayedFetch
-from broker.fetch_session import FetchContext, new_context
+from broker.fetch.delayed_fetch import DelayedFetch
+from broker.fetch.fetch_session import FetchContext, new_context
 from broker.errors import ErrorCode
-from broker.log_read import FOLLOWER, FetchPartition, PartitionData, TopicPartition, read_from_logs
+from broker.fetch.log_read import FOLLOWER, FetchPartition, PartitionData, TopicPartition, read_from_logs
 from broker.security.authorizer import TOPIC
 
 API = "Fetch"

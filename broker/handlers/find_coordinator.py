@@ -5,7 +5,7 @@ leader the answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
 """
 
 from broker.errors import ErrorCode
-from broker.internal_topics import partition_for
+from broker.coordinator.internal_topics import partition_for
 from broker.security import authorizer
 
 API = "FindCoordinator"

@@ -1,15 +1,15 @@
 """IncrementalAlterConfigs: set, delete, append to or subtract from single topic configs; set or delete
-dynamic broker configs (broker/dynamic_configs.py), this broker's log levels (BROKER_LOGGER) and share group
+dynamic broker configs (broker/config/dynamic_configs.py), this broker's log levels (BROKER_LOGGER) and share group
 configs (the GROUP resource)."""
 
 import logging
 
-from broker import log_levels, topic_configs
-from broker.topic_configs import APPEND, DELETE, SET, SUBTRACT, config_list, list_changed
+from broker.config import log_levels, topic_configs
+from broker.config.topic_configs import APPEND, DELETE, SET, SUBTRACT, config_list, list_changed
 from broker.errors import ErrorCode
 from broker.security.authorization import config_refusal
-from broker import group_configs
-from broker.group_configs import GROUP_RESOURCE
+from broker.config import group_configs
+from broker.config.group_configs import GROUP_RESOURCE
 from storage.config import LOG_CONFIG_NAMES
 
 API = "IncrementalAlterConfigs"

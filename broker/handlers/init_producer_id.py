@@ -10,7 +10,7 @@ fresh id instead. With a transactional id the transaction coordinator answers.
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TRANSACTIONAL_ID
-from broker.coordinator_partitions import settled
+from broker.coordinator.partitions import settled
 from broker.transaction import fenced_for_version
 from broker.transaction.metadata import MAX_EPOCH, NO_PRODUCER_EPOCH
 from protocol.records import NO_PRODUCER_ID

@@ -1,6 +1,6 @@
 """JoinGroup: join a group's next generation; answered when its join phase ends."""
 
-from broker.coordinator_partitions import settled
+from broker.coordinator.partitions import settled
 from broker.group.metadata import MemberMetadata
 
 API = "JoinGroup"

@@ -1,6 +1,6 @@
 """LeaveGroup: members leave at once instead of waiting out their session (batched from v3)."""
 
-from broker.coordinator_partitions import settled
+from broker.coordinator.partitions import settled
 from broker.errors import ErrorCode
 
 API = "LeaveGroup"

@@ -1,7 +1,7 @@
 """OffsetCommit: store a group's consumed positions (versions 2+, as Kafka 4 serves)."""
 
 from broker.broker import now_ms
-from broker.coordinator_partitions import then
+from broker.coordinator.partitions import then
 from broker.errors import ErrorCode
 from broker.group.metadata import CommittedOffset
 

@@ -1,6 +1,6 @@
 """OffsetDelete: drop a group's committed offsets for partitions it no longer consumes."""
 
-from broker.coordinator_partitions import settled
+from broker.coordinator.partitions import settled
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP
 

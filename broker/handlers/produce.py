@@ -25,9 +25,9 @@ import inspect
 import logging
 
 from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
-from broker.client_quotas import QUOTA_EXCEEDED, ProducerIds
-from broker.coordinator_partitions import settled
-from broker.delayed_produce import DelayedProduce
+from broker.network.client_quotas import QUOTA_EXCEEDED, ProducerIds
+from broker.coordinator.partitions import settled
+from broker.cluster.delayed_produce import DelayedProduce
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 from protocol.compression import CODECS

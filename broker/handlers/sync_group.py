@@ -1,6 +1,6 @@
 """SyncGroup: the leader hands in the assignment; every member gets its own share."""
 
-from broker.coordinator_partitions import settled
+from broker.coordinator.partitions import settled
 
 API = "SyncGroup"
 VERSIONS = (0, 5)

@@ -1,7 +1,7 @@
 """WriteShareGroupState (inter-broker): a share partition's leader writes its new state at its share
 coordinator, answered once committed; a write from an older leadership is FENCED_LEADER_EPOCH."""
 
-from broker.coordinator_partitions import settled
+from broker.coordinator.partitions import settled
 from broker.share.persister import ShareKey, Snapshot
 
 API = "WriteShareGroupState"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from storage.files import atomic_write
 
-from ..config import BrokerConfig, ConfigError
+from ..config.broker_config import BrokerConfig, ConfigError
 
 log = logging.getLogger("moldau.security")
 

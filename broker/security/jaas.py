@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..config import ConfigError
+from ..config.broker_config import ConfigError
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"

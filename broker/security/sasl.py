@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import scramp
 
-from ..config import BrokerConfig, ConfigError
+from ..config.broker_config import BrokerConfig, ConfigError
 from . import jaas
 from .scram_credentials import MECHANISMS as SCRAM_MECHANISMS
 from .scram_credentials import ScramCredentials

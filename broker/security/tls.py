@@ -17,7 +17,7 @@ import ssl
 import tempfile
 from typing import Callable
 
-from ..config import BrokerConfig, ConfigError
+from ..config.broker_config import BrokerConfig, ConfigError
 
 log = logging.getLogger("moldau.server")
 

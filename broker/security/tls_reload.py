@@ -20,7 +20,7 @@ import ssl
 
 from storage.files import atomic_write
 
-from ..config import LISTENER_PREFIX, ConfigError
+from ..config.broker_config import LISTENER_PREFIX, ConfigError
 from ..errors import ErrorCode
 from . import tls
 

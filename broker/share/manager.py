@@ -21,8 +21,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from broker.errors import ErrorCode
-from broker.group_configs import parse_duration_ms
-from broker.internal_topics import INTERNAL_TOPIC_SETTINGS
+from broker.config.group_configs import parse_duration_ms
+from broker.coordinator.internal_topics import INTERNAL_TOPIC_SETTINGS
 from protocol.records import scan_batches
 from storage.errors import OffsetOutOfRange
 

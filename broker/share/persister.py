@@ -25,11 +25,11 @@ import time
 import uuid
 from typing import NamedTuple
 
-from broker import coordinator_partitions
-from broker.coordinator_partitions import OwnedPartitions
+from broker.coordinator import partitions as coordinator_partitions
+from broker.coordinator.partitions import OwnedPartitions
 from broker.errors import ErrorCode
-from broker.internal_topics import open_internal_topic, partition_for
-from broker.record_fields import I16, RecordFormatError
+from broker.coordinator.internal_topics import open_internal_topic, partition_for
+from broker.coordinator.record_fields import I16, RecordFormatError
 from protocol import codec
 from protocol.records import BatchHeader, CorruptRecord, build_batch, iter_records
 

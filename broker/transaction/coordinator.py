@@ -36,11 +36,11 @@ import logging
 from collections import Counter
 from typing import Callable
 
-from broker.coordinator_partitions import OwnedPartitions, Pending, settled
+from broker.coordinator.partitions import OwnedPartitions, Pending, settled
 from broker.errors import ErrorCode
 from broker.group import OFFSETS_TOPIC
 from broker.group.metadata import now_ms
-from broker.producer_ids import ProducerIdManager
+from broker.transaction.producer_ids import ProducerIdManager
 from protocol.records import NO_PRODUCER_ID
 from storage.log_manager import LogManager
 

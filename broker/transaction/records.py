@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from broker.record_fields import (
+from broker.coordinator.record_fields import (
     I8,
     I16,
     I32,

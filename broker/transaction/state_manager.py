@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from broker import coordinator_partitions
-from broker.internal_topics import open_internal_topic, partition_for
+from broker.coordinator import partitions as coordinator_partitions
+from broker.coordinator.internal_topics import open_internal_topic, partition_for
 from broker.errors import ErrorCode
-from broker.record_fields import RecordFormatError
+from broker.coordinator.record_fields import RecordFormatError
 from protocol.records import BatchHeader, CorruptRecord, build_batch, iter_records
 from storage.log_manager import LogManager
 

@@ -18,7 +18,7 @@ import logging
 
 from broker.cluster.channel import InterBrokerChannel
 from broker.errors import ErrorCode
-from broker.internal_topics import partition_for
+from broker.coordinator.internal_topics import partition_for
 
 from .metadata import TopicPartition
 from .state_manager import TRANSACTION_STATE_TOPIC

@@ -14,7 +14,7 @@ from broker.admin import client, configs, consumer_groups, topics
 from broker.admin.client import AdminError, parse_bootstrap
 from broker.admin.command import UsageError
 from broker.cluster.client_security import from_properties
-from broker.config import ConfigError
+from broker.config.broker_config import ConfigError
 from protocol.frames import API_KEYS
 
 

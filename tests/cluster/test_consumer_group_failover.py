@@ -13,7 +13,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from broker.internal_topics import partition_for
+from broker.coordinator.internal_topics import partition_for
 from helpers.cluster import CLUSTER_DEFAULTS, start_cluster  # noqa: F401 (fixture)
 from helpers.consumer_protocol import Member, consumed, consumed_again_after_commit, describe, produce
 

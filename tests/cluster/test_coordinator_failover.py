@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from broker.internal_topics import partition_for
+from broker.coordinator.internal_topics import partition_for
 from helpers.cluster import CLUSTER_DEFAULTS, start_cluster  # noqa: F401 (fixture)
 from helpers.reliability import WorkloadProcess, assert_verified, group_caught_up, wait_for
 from helpers.wire import WireClient

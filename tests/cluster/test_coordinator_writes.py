@@ -14,7 +14,7 @@ import signal
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from broker.internal_topics import partition_for
+from broker.coordinator.internal_topics import partition_for
 from helpers.cluster import CLUSTER_DEFAULTS, start_cluster  # noqa: F401 (fixture)
 from helpers.wire import WireClient
 

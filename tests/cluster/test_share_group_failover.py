@@ -13,7 +13,7 @@ import time
 import pytest
 from confluent_kafka import AcknowledgeType, Producer
 
-from broker.internal_topics import partition_for
+from broker.coordinator.internal_topics import partition_for
 from helpers.cluster import CLUSTER_DEFAULTS, start_cluster  # noqa: F401 (fixture)
 from helpers.share import records, share_consumer, topic_id, warm_up
 from helpers.wire import WireClient

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from broker.internal_topics import partition_for
+from broker.coordinator.internal_topics import partition_for
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
 from helpers.supervision import ENV, FAIL_FILE, failures_logged, request_failures, restarts, wait_failed
 

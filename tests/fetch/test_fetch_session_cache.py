@@ -6,7 +6,7 @@ tests (tests/integration/test_fetch_sessions.py) cannot wait for.
 
 from __future__ import annotations
 
-from broker.fetch_session import (
+from broker.fetch.fetch_session import (
     EVICTION_MS,
     INVALID_SESSION_ID,
     CachedPartition,
@@ -14,7 +14,7 @@ from broker.fetch_session import (
     new_context,
     next_epoch,
 )
-from broker.log_read import FOLLOWER, READ_COMMITTED, FetchPartition, PartitionData, TopicPartition
+from broker.fetch.log_read import FOLLOWER, READ_COMMITTED, FetchPartition, PartitionData, TopicPartition
 from storage.config import LogConfig
 from storage.log_manager import LogManager
 from tests.storage.storage_support import append, make_batch

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import BrokerConfig
-from broker.group_configs import DELETE, SET, GroupConfigs
+from broker.config.broker_config import BrokerConfig
+from broker.config.group_configs import DELETE, SET, GroupConfigs
 from storage.errors import InvalidConfig
 
 

@@ -120,8 +120,8 @@ def test_a_missing_etcd_client_is_one_line_with_the_install_command(tmp_path):
 def test_a_listening_metrics_socket_holds_its_port():
     """metrics.port listens as soon as it is bound: two brokers starting at once on one port (SO_REUSEADDR
     lets both bind while neither listens) left the later one with a closed socket and a traceback."""
-    from broker.config import ConfigError
-    from broker.server import bind_socket
+    from broker.config.broker_config import ConfigError
+    from broker.network.server import bind_socket
 
     port = free_port()
     first = bind_socket("127.0.0.1", port, "metrics.port", listen=True)

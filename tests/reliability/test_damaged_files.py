@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from broker.internal_topics import partition_for
+from broker.coordinator.internal_topics import partition_for
 from helpers.groups import GROUP_BROKER
 from helpers.kafka import create_topic, produce_one, producer
 from helpers.reliability import (

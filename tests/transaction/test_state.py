@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from broker.internal_topics import partition_for
+from broker.coordinator.internal_topics import partition_for
 from broker.transaction import records
 from broker.transaction.metadata import (
     InvalidTransition,

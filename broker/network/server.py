@@ -29,22 +29,23 @@ from protocol.frames import FrameDecoder, FrameError, decode_request_header, res
 from protocol.records import CorruptRecord
 from storage.cleaner import CleaningStopped
 
-from . import faults, stages
-from .broker import Broker, now_ms
-from .config import ConfigError
+from .. import faults
+from ..cluster import stages
+from ..broker import Broker, now_ms
+from ..config.broker_config import ConfigError
 from .client_quotas import client_quota_throttle
-from .cluster.channel import InterBrokerChannel
+from ..cluster.channel import InterBrokerChannel
 from .connection_quotas import ConnectionQuotas
-from .delayed_produce import DelayedProduce
-from .handlers import HANDLERS, api_versions
-from .handlers.fetch import replica_id_of
+from ..cluster.delayed_produce import DelayedProduce
+from ..handlers import HANDLERS, api_versions
+from ..handlers.fetch import replica_id_of
 from .listeners import Listener, inter_broker_listener
 from .request_queue import RequestQueue
-from .security import authorization, sasl, tls
-from .transaction.verification import TransactionVerifier
+from ..security import authorization, sasl, tls
+from ..transaction.verification import TransactionVerifier
 from .session import Session
-from .shutdown import within
-from .metrics import BrokerMetrics
+from ..shutdown import within
+from ..metrics import BrokerMetrics
 
 log = logging.getLogger("moldau.server")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .listeners import Listener
-from .security.sasl import SaslServer
+from ..security.sasl import SaslServer
 
 ANONYMOUS = "User:ANONYMOUS"
 

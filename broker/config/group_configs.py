@@ -18,7 +18,7 @@ from typing import Callable
 from storage.errors import InvalidConfig
 from storage.files import atomic_write
 
-from .errors import ErrorCode
+from ..errors import ErrorCode
 
 GROUP_RESOURCE = 32
 FILE = "group-configs.json"

@@ -17,7 +17,7 @@ from storage.errors import OffsetOutOfRange
 from storage.log import Log
 from storage.log_manager import LogManager
 
-from .errors import ErrorCode
+from ..errors import ErrorCode
 
 READ_COMMITTED = 1
 FOLLOWER = -1  # a replica's fetch: up to the log end, not the high watermark

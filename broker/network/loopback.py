@@ -15,8 +15,8 @@ import inspect
 from protocol import codec
 from protocol.frames import decode_request_header, decode_response, encode_request, response_chunks
 
-from .broker import Broker
-from .handlers import HANDLERS
+from ..broker import Broker
+from ..handlers import HANDLERS
 
 class LoopbackChannel:
     def __init__(self, broker: Broker, client_id: str) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 
-from .config import LISTENER_PREFIX, SETTINGS, BrokerConfig, ConfigError, parse_listener
-from .security import sasl, tls
+from ..config.broker_config import LISTENER_PREFIX, SETTINGS, BrokerConfig, ConfigError, parse_listener
+from ..security import sasl, tls
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 IMPLEMENTED = frozenset(SECURITY_PROTOCOLS)

@@ -40,7 +40,7 @@ from functools import partial
 from storage.log import Log
 from storage.log_manager import LogManager
 
-from .errors import ErrorCode
+from ..errors import ErrorCode
 from .log_read import FOLLOWER, FetchPartition, PartitionData, TopicPartition, partition_log
 
 INVALID_SESSION_ID = 0

@@ -32,12 +32,25 @@ from storage.config import LONG_MAX
 from storage.errors import InvalidConfig
 from storage.files import atomic_write
 
-from .config import _BY_NAME, LISTENER_PREFIX, SETTINGS, ConfigError
-from .connection_quotas import parse_overrides
-from .errors import ErrorCode
-from .listeners import advertised_listeners_problem
-from .topic_configs import (APPEND, BOOLEAN, DELETE, DOUBLE, INT, LIST, LONG, SET, SHORT, STRING, SUBTRACT,
-                            config_list, list_changed)
+from .broker_config import _BY_NAME, LISTENER_PREFIX, SETTINGS, ConfigError
+from ..network.connection_quotas import parse_overrides
+from ..errors import ErrorCode
+from ..network.listeners import advertised_listeners_problem
+from .topic_configs import (
+    APPEND,
+    BOOLEAN,
+    DELETE,
+    DOUBLE,
+    INT,
+    LIST,
+    LONG,
+    SET,
+    SHORT,
+    STRING,
+    SUBTRACT,
+    config_list,
+    list_changed,
+)
 
 log = logging.getLogger("moldau.broker_configs")
 
@@ -168,14 +181,14 @@ class DynamicBrokerConfigs:
         if "advertised.listeners" in changed:
             self.broker.advertise()
         if changed & CLEANER:
-            from .broker import DEDUPE_BYTES_PER_KEY
+            from ..broker import DEDUPE_BYTES_PER_KEY
 
             self.broker.cleaner.throttler.set_rate(values["log.cleaner.io.max.bytes.per.second"])
             self.broker.cleaner.max_keys = values["log.cleaner.dedupe.buffer.size"] // DEDUPE_BYTES_PER_KEY
         if changed & CONNECTION_LIMITS and self.broker.connection_quotas is not None:
             self.broker.connection_quotas.configure(self.broker.config)
         if changed & LOG_DEFAULTS:
-            from .broker import broker_log_config
+            from ..broker import broker_log_config
 
             self.broker.logs.set_default_config(broker_log_config(self.broker.config))
             self.broker.store.configs_changed()
@@ -228,7 +241,7 @@ class DynamicBrokerConfigs:
         values, problem = self._in_force({**self.entities, entity: configs})
         if problem:
             raise InvalidConfig(problem)
-        from .broker import broker_log_config
+        from ..broker import broker_log_config
 
         problem = advertised_listeners_problem(_Overlay(self.broker.config, values))
         if problem:

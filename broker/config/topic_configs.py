@@ -138,7 +138,7 @@ async def alter(broker, resource_type: int, name: str, configs, validate_only: b
     which every broker applies. For the broker resource ``configs`` is ({name: (operation, value)}, whether
     they replace all dynamic ones). Returns (error code, message)."""
     if resource_type == BROKER_RESOURCE:
-        from broker import dynamic_configs
+        from broker.config import dynamic_configs
 
         return await dynamic_configs.alter(broker, name, *configs, validate_only)
     if resource_type != TOPIC_RESOURCE:

@@ -23,7 +23,7 @@ from protocol.records import BatchHeader, read_header
 from storage.errors import InvalidProducerEpoch, RecordBatchTooLarge
 from storage.log import Log
 
-from .errors import ErrorCode
+from ..errors import ErrorCode
 
 log = logging.getLogger("moldau.coordinator")
 

@@ -1,7 +1,7 @@
 """How many connections the broker takes, from whom and how fast (Kafka's ConnectionQuotas).
 
 - ``max.connections``: all listeners together, further capped by the descriptors the open-file limit
-  leaves for connections (broker/descriptors.py), so accepting never fails with EMFILE; at the limit
+  leaves for connections (broker/network/descriptors.py), so accepting never fails with EMFILE; at the limit
   the acceptors wait (server.py), as Kafka's do. With more than one listener, the inter-broker
   listener (inter.broker.listener.name) is protected as in Kafka: its connections are accepted at the
   limit, and the least recently active connection of another listener is closed to make room, so
@@ -25,7 +25,7 @@ import logging
 import time
 from collections import Counter, deque
 
-from .config import ConfigError
+from ..config.broker_config import ConfigError
 
 log = logging.getLogger("moldau.connections")
 

@@ -1,0 +1,1 @@
+"""What the group, share and transaction coordinators share: their internal topics and records."""

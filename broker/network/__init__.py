@@ -1,0 +1,1 @@
+"""The client-facing network layer: listeners, connections, sessions, quotas and throttling."""
