@@ -6,50 +6,45 @@ import asyncio
 import logging
 import time
 
-from storage.config import LogConfig, parse_cleanup_policy
 from storage.catalog import TopicMetadata, validate_topic_name
-from storage.errors import InvalidTopic, TopicExists
 from storage.cleaner import LogCleaner
+from storage.config import LogConfig, parse_cleanup_policy
+from storage.errors import TopicExists
 from storage.log_manager import LogManager
 
 from . import faults
 from .cluster import stages
-from .network.client_quotas import ClientQuotas
 from .cluster.metadata import NO_LEADER
 from .cluster.replica_manager import ReplicaManager
 from .cluster.store import LocalMetadataStore, MetadataStore
 from .config.broker_config import BrokerConfig, ConfigError
-from .fetch.delayed_fetch import FetchPurgatory
-from .network.descriptors import Budget
 from .config.dynamic_configs import DynamicBrokerConfigs
+from .config.group_configs import GroupConfigs
+from .coordinator.internal_topics import (
+    INTERNAL_TOPICS,
+    SHARE_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 from .errors import ErrorCode
+from .fetch.delayed_fetch import FetchPurgatory
 from .fetch.fetch_session import FetchSessionCache
-from .group import OFFSETS_TOPIC, GroupCoordinator
+from .coordinator.internal_topics import OFFSETS_TOPIC
+from .group import GroupCoordinator
+from .network.client_quotas import ClientQuotas
+from .network.descriptors import Budget
 from .network.listeners import advertised_endpoints
-from .transaction.producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 from .security import authorizer
 from .security.scram_credentials import CREDENTIALS_FILE, ScramCredentials
 from .security.tls_reload import ListenerContexts
-from .supervisor import Supervisor
-from .config.group_configs import GroupConfigs
 from .share import ShareGroups
-from .share.persister import SHARE_STATE_TOPIC
+from .supervisor import Supervisor, in_steps
 from .transaction import TransactionCoordinator
-from .transaction.state_manager import TRANSACTION_STATE_TOPIC
+from .transaction.producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 
 log = logging.getLogger("moldau.broker")
 
 # Kafka sizes the cleaner's map in entries of a 16-byte key hash and an 8-byte offset
 DEDUPE_BYTES_PER_KEY = 24
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", SHARE_STATE_TOPIC})
-
-
-async def in_steps(steps) -> None:
-    """Drive one of LogManager's *_steps generators, serving other connections between its steps."""
-    for _ in steps:
-        await asyncio.sleep(0)
-
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -291,4 +286,4 @@ def _metadata_store(broker: Broker) -> MetadataStore:
     return EtcdMetadataStore(broker)
 
 
-__all__ = ["Broker", "InvalidTopic", "INTERNAL_TOPICS", "now_ms"]
+__all__ = ["Broker", "now_ms"]

@@ -8,19 +8,29 @@ import logging
 import logging.handlers
 import signal
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
 from . import __version__, shutdown
-from .network import descriptors
-from .admin import acls, cluster_describe, configs, consumer_groups, share_groups, topics, transactions
+from .admin import (
+    acls,
+    cluster_describe,
+    configs,
+    consumer_groups,
+    share_groups,
+    topics,
+    transactions,
+)
 from .admin import command as admin_command
 from .cluster.store import NodeIdInUse
-from .console import child as console_child, command as console
 from .config.broker_config import BrokerConfig, ConfigError, describe_settings
 from .config.log_levels import apply_log_levels, log_levels_problem
+from .console import child as console_child
+from .console import command as console
+from .network import descriptors
 
 log = logging.getLogger("moldau")
 
@@ -135,24 +145,6 @@ def _log_to_file(path: Path) -> None:
     root.addHandler(handler)
 
 
-def _verify(args) -> int:
-    try:
-        from verify.checker import main as verify_main
-    except ImportError as exc:
-        print(f"moldau verify needs confluent-kafka (pip install 'moldau[verify]'): {exc}", file=sys.stderr)
-        return 2
-    return verify_main(args.bootstrap, Path(args.journal), args.timeout, Path(args.json) if args.json else None)
-
-
-def _pipeline(argv: list[str]) -> int:
-    try:
-        from pipeline.cli import main as pipeline_main
-    except ImportError as exc:
-        print(f"moldau pipeline needs Spark (pip install 'moldau[pipeline]'): {exc}", file=sys.stderr)
-        return 2
-    return pipeline_main(argv)
-
-
 def _log_levels_argument(text: str) -> str:
     problem = log_levels_problem(text)
     if problem:
@@ -176,18 +168,6 @@ def main(argv: list[str] | None = None) -> int:
                        help="set one config value (repeatable)")
     serve.add_argument("--log-level", type=_log_levels_argument, metavar="LEVEL[,logger=LEVEL...]",
                        help="log levels, log4j-style (INFO, or INFO,moldau.server=DEBUG); overrides log.level")
-    check = sub.add_parser(
-        "verify",
-        help="check a workload's topics against its journal",
-        description="Read back the topics a workload journal names (read_committed and read_uncommitted) and "
-                    "check: no acknowledged record lost, none duplicated, order kept per partition, transactions "
-                    "all-or-nothing, nothing aborted visible, group offsets never past processed records. "
-                    "Exits 0 if all hold, 1 on a violation, 2 if the topics could not be read.",
-    )
-    check.add_argument("journal", help="the journal directory (*.jsonl files written by verify.workloads)")
-    check.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address (default %(default)s)")
-    check.add_argument("--timeout", type=float, default=60.0, help="seconds allowed for reading (default %(default)s)")
-    check.add_argument("--json", metavar="FILE", help="also write the verdict as JSON to FILE")
     for tool in ADMIN_TOOLS.values():
         tool.add_parser(sub)
     console.add_parser(sub)
@@ -208,11 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_argument("--port", type=int, default=9092, help="first broker's port (default %(default)s)")
     cluster.add_argument("--override", action="append", default=[], metavar="name=value",
                          help="a config value for every broker (repeatable)")
-    # the pipeline parses its own arguments (`moldau pipeline --help`)
-    sub.add_parser("pipeline", add_help=False, help="the Spark Structured Streaming pipeline (pipeline/)")
+    plugins = {entry.name: entry.load() for entry in entry_points(group="moldau.commands")}
+    for plugin in plugins.values():
+        plugin.add_parser(sub)
     args, rest = parser.parse_known_args(argv)
-    if args.command == "pipeline":
-        return _pipeline(rest)
+    if args.command in plugins:
+        return plugins[args.command].run(args, rest)
     if rest and (args.command in ADMIN_TOOLS or args.command == "cluster" and args.action == "describe"):
         tool = "cluster describe" if args.command == "cluster" else args.command
         return admin_command.fail(tool, f"unrecognized arguments: {' '.join(rest)}")
@@ -221,8 +202,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
         return _serve(args)
-    if args.command == "verify":
-        return _verify(args)
     if args.command in ADMIN_TOOLS:
         return ADMIN_TOOLS[args.command].run(args)
     if args.command == "console":

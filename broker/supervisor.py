@@ -153,3 +153,9 @@ class Supervisor:
         for name, n in sorted(self.restarts.items()):
             restarts.add_metric([name], n)
         yield restarts
+
+
+async def in_steps(steps) -> None:
+    """Drive one of LogManager's *_steps generators, serving other connections between its steps."""
+    for _ in steps:
+        await asyncio.sleep(0)

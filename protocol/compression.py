@@ -11,7 +11,7 @@ import struct
 
 import cramjam
 
-from .records import CorruptRecord
+from .errors import CorruptRecord
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 

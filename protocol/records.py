@@ -14,6 +14,8 @@ from typing import Iterator, NamedTuple
 
 from crc32c import crc32c
 
+from .errors import CorruptRecord
+
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
 # lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch,
 # baseSequence, recordsCount
@@ -40,10 +42,6 @@ NO_SEQUENCE = -1
 
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
-
-
-class CorruptRecord(ValueError):
-    """A batch failed validation (maps to CORRUPT_MESSAGE)."""
 
 
 class BatchHeader(NamedTuple):
@@ -313,7 +311,9 @@ def _body(batch, pos: int, hdr: BatchHeader):
     """The records of a batch as one (uncompressed) buffer."""
     body = memoryview(batch)[pos + HEADER_SIZE : pos + hdr.size]
     if hdr.compression:
-        from .compression import decompress  # imports records; only record-level reads need it
+        from .compression import (
+            decompress,  # imports records; only record-level reads need it
+        )
 
         body = decompress(hdr.compression, body)
     return body

@@ -17,7 +17,6 @@ from protocol.records import (
     NO_PRODUCER_ID,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
-    CorruptRecord,
     control_batch,
     iter_records,
     read_control_marker,
@@ -26,6 +25,7 @@ from protocol.records import (
     set_leader_epoch,
     set_log_append_time,
 )
+from protocol.errors import CorruptRecord
 from storage.config import LogConfig
 from storage.errors import CorruptIndex, InconsistentMetadata, OffsetOutOfRange, RecordBatchTooLarge
 from storage.files import decode_uuid, encode_uuid, fsync_dir, read_key_values, write_key_values

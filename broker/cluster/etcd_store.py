@@ -496,7 +496,7 @@ class EtcdMetadataStore(MetadataStore):
         self.broker.supervisor.spawn(self._follow_in_steps(name))
 
     async def _follow_in_steps(self, name: str) -> None:
-        from broker.broker import in_steps  # (broker.broker imports the stores)
+        from broker.supervisor import in_steps  # (broker.broker imports the stores)
 
         try:
             while True:

@@ -163,13 +163,13 @@ class LocalMetadataStore(MetadataStore):
         return self.broker.logs.create_topic(name, num_partitions)
 
     async def create_partitions(self, name: str, assignment: dict[int, list[int]]) -> None:
-        from broker.broker import in_steps
+        from broker.supervisor import in_steps
 
         topic = self.broker.logs.topic(name)
         await in_steps(self.broker.logs.add_partitions_steps(name, topic.num_partitions + len(assignment)))
 
     async def delete_topic(self, name: str) -> None:
-        from broker.broker import in_steps
+        from broker.supervisor import in_steps
 
         await in_steps(self.broker.logs.delete_topic_steps(name))
 

@@ -15,13 +15,18 @@ from storage.log_manager import LogManager
 
 log = logging.getLogger("moldau.broker")
 
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+SHARE_STATE_TOPIC = "__share_group_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
+
 # topic -> (its partition count, replication factor and min.insync.replicas settings)
 INTERNAL_TOPIC_SETTINGS = {
-    "__consumer_offsets": ("offsets.topic.num.partitions", "offsets.topic.replication.factor", None),
-    "__transaction_state": ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
+    OFFSETS_TOPIC: ("offsets.topic.num.partitions", "offsets.topic.replication.factor", None),
+    TRANSACTION_STATE_TOPIC: ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
                             "transaction.state.log.min.isr"),
     # made on first need, on a standalone broker too (broker/share/persister.py)
-    "__share_group_state": ("share.coordinator.state.topic.num.partitions",
+    SHARE_STATE_TOPIC: ("share.coordinator.state.topic.num.partitions",
                             "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr"),
 }
 

@@ -32,7 +32,8 @@ from broker.errors import ErrorCode
 
 from . import consumer_records, records
 from .consumer_coordinator import ConsumerGroupCoordinator
-from .manager import OFFSETS_TOPIC, GroupMetadataManager
+from ..coordinator.internal_topics import OFFSETS_TOPIC
+from .manager import GroupMetadataManager
 from .metadata import (
     CONSUMER_PROTOCOL_TYPE,
     CommittedOffset,

@@ -14,12 +14,16 @@ import logging
 from typing import Callable, Iterable
 
 from broker.coordinator import partitions as coordinator_partitions
+from broker.coordinator.internal_topics import (
+    OFFSETS_TOPIC,
+    open_internal_topic,
+    partition_for,
+)
 from broker.errors import ErrorCode
-from broker.coordinator.internal_topics import open_internal_topic, partition_for
+from protocol.errors import CorruptRecord
 from protocol.records import (
     CONTROL_COMMIT,
     BatchHeader,
-    CorruptRecord,
     Record,
     build_batch,
     iter_records,
@@ -29,8 +33,6 @@ from storage.log_manager import LogManager
 
 from . import consumer_records, records
 from .metadata import CommittedOffset, GroupMetadata, GroupState, TopicPartition, now_ms
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 log = logging.getLogger("moldau.group")
 

@@ -5,7 +5,7 @@ import logging
 import uuid
 
 from broker.config import topic_configs
-from broker.broker import InvalidTopic
+from storage.errors import InvalidTopic
 from broker.network.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor, TopicChangeInProgress
 from broker.errors import ErrorCode

@@ -7,7 +7,8 @@ right away, their files after file.delete.delay.ms.
 
 import logging
 
-from broker.broker import INTERNAL_TOPICS, now_ms
+from broker.coordinator.internal_topics import INTERNAL_TOPICS
+from broker.broker import now_ms
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC
 from storage.errors import OffsetOutOfRange

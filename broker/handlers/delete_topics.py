@@ -2,9 +2,9 @@
 
 import logging
 
-from broker.broker import INTERNAL_TOPICS, in_steps
-from broker.network.client_quotas import QUOTA_EXCEEDED, ControllerMutations
+from broker.coordinator.internal_topics import INTERNAL_TOPICS
 from broker.errors import ErrorCode
+from broker.network.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.security.authorizer import TOPIC
 from storage.errors import UnknownTopic
 

@@ -1,6 +1,6 @@
 """DescribeTopicPartitions (KIP-966): topics and partitions, with a cursor."""
 
-from broker.broker import INTERNAL_TOPICS
+from broker.coordinator.internal_topics import INTERNAL_TOPICS
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC
 

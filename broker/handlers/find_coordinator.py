@@ -4,15 +4,19 @@ The internal topic is created on first need, as Kafka does; until it has a
 leader the answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
 """
 
+from broker.coordinator.internal_topics import (
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    partition_for,
+)
 from broker.errors import ErrorCode
-from broker.coordinator.internal_topics import partition_for
 from broker.security import authorizer
 
 API = "FindCoordinator"
 VERSIONS = (0, 6)
 
 GROUP, TRANSACTION = 0, 1
-_TOPICS = {GROUP: "__consumer_offsets", TRANSACTION: "__transaction_state"}
+_TOPICS = {GROUP: OFFSETS_TOPIC, TRANSACTION: TRANSACTION_STATE_TOPIC}
 # key type: what the principal must be allowed to Describe, and the error when it is not
 _RESOURCE = {GROUP: (authorizer.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
              TRANSACTION: (authorizer.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}

@@ -11,7 +11,8 @@ seconds).
 import asyncio
 import uuid
 
-from broker.broker import INTERNAL_TOPICS, InvalidTopic
+from broker.coordinator.internal_topics import INTERNAL_TOPICS
+from storage.errors import InvalidTopic
 from broker.errors import ErrorCode
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC
 

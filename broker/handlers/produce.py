@@ -24,7 +24,9 @@ import asyncio
 import inspect
 import logging
 
-from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
+from broker.coordinator.internal_topics import INTERNAL_TOPICS
+from storage.errors import InvalidTopic
+from broker.broker import now_ms
 from broker.network.client_quotas import QUOTA_EXCEEDED, ProducerIds
 from broker.coordinator.partitions import settled
 from broker.cluster.delayed_produce import DelayedProduce
@@ -34,12 +36,12 @@ from protocol.compression import CODECS
 from protocol.records import (
     NO_PRODUCER_ID,
     BatchHeader,
-    CorruptRecord,
     iter_records,
     parse_produce_records,
     read_header,
     recompressed,
 )
+from protocol.errors import CorruptRecord
 from storage.errors import (
     DuplicateSequence,
     InvalidProducerEpoch,

@@ -9,7 +9,7 @@ v5 (transaction version 2) this request adds it.
 from broker.broker import now_ms
 from broker.coordinator.partitions import settled
 from broker.errors import ErrorCode
-from broker.group import OFFSETS_TOPIC
+from broker.coordinator.internal_topics import OFFSETS_TOPIC
 from broker.group.metadata import CommittedOffset
 
 from .group_partitions import group_refusal, partition_errors, requested_partitions

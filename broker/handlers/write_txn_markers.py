@@ -19,9 +19,9 @@ import logging
 from broker.broker import now_ms
 from broker.cluster.replica_manager import Partition
 from broker.errors import ErrorCode
-from broker.group import OFFSETS_TOPIC
+from broker.coordinator.internal_topics import OFFSETS_TOPIC
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME
-from broker.transaction.state_manager import TRANSACTION_STATE_TOPIC
+from broker.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 from storage.errors import InvalidProducerEpoch, TransactionCoordinatorFenced
 
 API = "WriteTxnMarkers"

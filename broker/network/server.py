@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from protocol import codec
 from protocol.frames import FrameDecoder, FrameError, decode_request_header, response_chunks
-from protocol.records import CorruptRecord
+from protocol.errors import CorruptRecord
 from storage.cleaner import CleaningStopped
 
 from .. import faults

@@ -26,14 +26,18 @@ import uuid
 from typing import NamedTuple
 
 from broker.coordinator import partitions as coordinator_partitions
+from broker.coordinator.internal_topics import (
+    SHARE_STATE_TOPIC,
+    open_internal_topic,
+    partition_for,
+)
 from broker.coordinator.partitions import OwnedPartitions
-from broker.errors import ErrorCode
-from broker.coordinator.internal_topics import open_internal_topic, partition_for
 from broker.coordinator.record_fields import I16, RecordFormatError
+from broker.errors import ErrorCode
 from protocol import codec
-from protocol.records import BatchHeader, CorruptRecord, build_batch, iter_records
+from protocol.errors import CorruptRecord
+from protocol.records import BatchHeader, build_batch, iter_records
 
-SHARE_STATE_TOPIC = "__share_group_state"
 SNAPSHOT_KEY = 0  # the record type Kafka's share coordinator gives a ShareSnapshot
 READ_VERSION = WRITE_VERSION = DELETE_VERSION = 0
 RETRY_S = 0.1
@@ -261,7 +265,9 @@ class SharePersister:
 
     def _channel_(self):
         if self._channel is None:
-            from broker.cluster.channel import InterBrokerChannel  # (the cluster package imports the broker's)
+            from broker.cluster.channel import (
+                InterBrokerChannel,  # (the cluster package imports the broker's)
+            )
 
             self._channel = InterBrokerChannel(self.broker, f"broker-{self.broker.node_id}-share-persister")
         return self._channel

@@ -38,7 +38,7 @@ from typing import Callable
 
 from broker.coordinator.partitions import OwnedPartitions, Pending, settled
 from broker.errors import ErrorCode
-from broker.group import OFFSETS_TOPIC
+from broker.coordinator.internal_topics import OFFSETS_TOPIC
 from broker.group.metadata import now_ms
 from broker.transaction.producer_ids import ProducerIdManager
 from protocol.records import NO_PRODUCER_ID
@@ -62,7 +62,8 @@ from .metadata import (
     TransactionState,
     TxnTransitMetadata,
 )
-from .state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager
+from ..coordinator.internal_topics import TRANSACTION_STATE_TOPIC
+from .state_manager import TransactionStateManager
 
 COMPLETE_RETRY_S = 1.0
 # The transaction version (KIP-890) finalized in ApiVersions: 2 bumps the epoch at every EndTxn of a

@@ -14,16 +14,19 @@ import logging
 from typing import Callable
 
 from broker.coordinator import partitions as coordinator_partitions
-from broker.coordinator.internal_topics import open_internal_topic, partition_for
-from broker.errors import ErrorCode
+from broker.coordinator.internal_topics import (
+    TRANSACTION_STATE_TOPIC,
+    open_internal_topic,
+    partition_for,
+)
 from broker.coordinator.record_fields import RecordFormatError
-from protocol.records import BatchHeader, CorruptRecord, build_batch, iter_records
+from broker.errors import ErrorCode
+from protocol.errors import CorruptRecord
+from protocol.records import BatchHeader, build_batch, iter_records
 from storage.log_manager import LogManager
 
 from . import records
 from .metadata import TransactionMetadata, TxnTransitMetadata
-
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 log = logging.getLogger("moldau.transaction")
 

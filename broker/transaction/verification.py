@@ -21,7 +21,7 @@ from broker.errors import ErrorCode
 from broker.coordinator.internal_topics import partition_for
 
 from .metadata import TopicPartition
-from .state_manager import TRANSACTION_STATE_TOPIC
+from ..coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 
 ADD_PARTITIONS_VERSION = 5
 

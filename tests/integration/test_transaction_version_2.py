@@ -178,7 +178,7 @@ def test_a_restart_between_end_txn_and_its_markers_keeps_the_bumped_epoch(start_
 def _write_state(broker, transactional_id: str, producer_id: int, epoch: int) -> None:
     """Append the id's state (CompleteCommit at ``epoch``) to __transaction_state while the broker is down."""
     from broker.coordinator.internal_topics import partition_for
-    from broker.transaction import TRANSACTION_STATE_TOPIC
+    from broker.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
     from broker.transaction.metadata import COMPLETE_COMMIT, TxnTransitMetadata
     from broker.transaction.records import transaction_key, transaction_value
     from protocol.records import build_batch, read_header

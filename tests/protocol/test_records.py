@@ -9,7 +9,7 @@ from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from protocol import records
-from protocol.records import CorruptRecord
+from protocol.errors import CorruptRecord
 
 TS = 1_700_000_000_000
 RECORDS_COUNT_AT = 57  # offset of recordsCount in the 61-byte header

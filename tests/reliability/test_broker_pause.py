@@ -18,9 +18,8 @@ import signal
 import time
 
 import pytest
-
 from helpers.groups import GROUP_BROKER
-from helpers.reliability import PLAN, WorkloadRun, budget, record_result, seeded_random
+from helpers.reliability import WorkloadRun, budget, record_result, seeded_random
 
 PAUSES = budget(2, 8, "MOLDAU_CHAOS_PAUSES")
 SESSION_TIMEOUT_S = 6  # the workloads' session.timeout.ms

@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from helpers import wire
-from helpers.bystander import Bystander, produce_body
+from helpers.bystander import Bystander
 from helpers.reliability import peak_rss_mib, record_result
+
 from protocol import frames
 from protocol.records import build_batch
 
