@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install test-deps schemas clean bench pipeline pipeline-generate chaos
+.PHONY: run test install test-deps schemas clean bench pipeline pipeline-generate chaos lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ TEST_WORKERS ?= 3
 # A test that failed in the parallel run is run once more on its own, and the run passes only if it passes
 # then: two cores shared by 3 workers of cluster, Java and browser tests time out a timing-bound test now
 # and then (each one that did passed alone); the first run's failures stay in the log above the re-run.
+# ruff's rules are in pyproject.toml; .ci/run lints before it tests
+lint: install
+	$(BIN)/ruff check .
+
 test: test-deps
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
 		|| (echo "re-running the tests that failed, one at a time:" \

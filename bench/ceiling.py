@@ -259,6 +259,7 @@ class Connection(asyncio.Protocol):
         self.decoder = FrameDecoder(1 << 30)
         self.backlog: deque = deque()
         self.waiting = False
+        self.pending: asyncio.Future | None = None  # the answer being awaited (held, so it is not collected)
         self.transport = None
 
     def connection_made(self, transport):
@@ -288,7 +289,7 @@ class Connection(asyncio.Protocol):
             response = HANDLERS[name](self.store, request, version)
             if asyncio.iscoroutine(response):
                 self.waiting = True
-                asyncio.ensure_future(self.finish(name, version, header.correlation_id, response))
+                self.pending = asyncio.ensure_future(self.finish(name, version, header.correlation_id, response))
             elif response is not None:
                 self.reply(name, version, header.correlation_id, response)
 

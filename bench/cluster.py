@@ -83,7 +83,7 @@ class ClusterUnderTest:
                 return
             except OSError:
                 if time.monotonic() > deadline or self.procs[node].poll() is not None:
-                    raise RuntimeError(f"broker {node} did not start; see {log.name}")
+                    raise RuntimeError(f"broker {node} did not start; see {log.name}") from None
                 time.sleep(0.1)
 
     @property
@@ -213,7 +213,7 @@ def failover(cluster, topic: str, how: str) -> dict:
 
     def gap(p: int) -> float:
         times = [signalled - 0.01] + [t for t in acks[p] if t >= signalled - 0.01]
-        return max(b - a for a, b in zip(times, times[1:]))
+        return max(b - a for a, b in zip(times, times[1:], strict=False))
 
     firsts = sorted(min(t for t in acks[p] if t > signalled) - signalled for p in led)
     cluster.start_broker(victim)

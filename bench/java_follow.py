@@ -99,7 +99,7 @@ def column(workdir: Path, java: JavaClients, slots: int | None, seconds: float) 
         elapsed = time.monotonic() - start
         cpu = sum(server.cpu_times()[:2]) - cpu0
         client_cpu = client and sum(client.cpu_times()[:2]) - client0
-        fetches, fetch_time = (a - b for a, b in zip(_fetches(metrics_port), fetches0))
+        fetches, fetch_time = (a - b for a, b in zip(_fetches(metrics_port), fetches0, strict=False))
         result = {"seconds": elapsed, "records": sent, "broker_cpu_per_s": cpu / elapsed,
                   "broker_us_per_record": cpu / sent * 1e6, "fetches_per_s": fetches / elapsed,
                   "fetch_ms": fetch_time / fetches * 1000 if fetches else None}

@@ -109,7 +109,7 @@ def table(result: dict) -> str:
 
     def render(cells):
         return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=False))).rstrip()
 
     out = [render(HEADERS), render(["-" * w for w in widths]), *map(render, lines)]
     if notes:
@@ -200,11 +200,11 @@ def chart(result: dict, path: Path) -> None:
     cols = 4
     fig, axes = plt.subplots(math.ceil(len(rows) / cols), cols, figsize=(18, 3.2 * math.ceil(len(rows) / cols)),
                              squeeze=False)
-    for ax, row in zip(axes.flat, rows):
+    for ax, row in zip(axes.flat, rows, strict=False):
         servers = list(row["servers"])
         values = [primary(row, s) for s in servers]
         bars = ax.bar(servers, [v or 0 for v in values], color=[COLORS.get(s, "#555") for s in servers])
-        for bar, value, server in zip(bars, values, servers):
+        for bar, value, server in zip(bars, values, servers, strict=False):
             outcome = row["servers"][server]
             x = bar.get_x() + bar.get_width() / 2
             if value is None:  # no bar: say why at the foot of the panel

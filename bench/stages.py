@@ -73,7 +73,7 @@ def breakdown(cluster: ClusterUnderTest, leader: int) -> dict[str, list[float]]:
     steps: dict[str, list[float]] = defaultdict(list)
     answered = lead[("answered", None)]
     appended = lead[("appended", None)]
-    for base, t_answered in zip(answered.offsets, answered.times):
+    for base, t_answered in zip(answered.offsets, answered.times, strict=False):
         end = next((o for o in appended.offsets[bisect_left(appended.offsets, base + 1):][:1]), None)
         if end is None:
             continue

@@ -53,7 +53,7 @@ class Histogram:
 
     def cumulative(self) -> list[tuple[str, int]]:
         running, out = 0, []
-        for bound, n in zip((*map(str, BUCKETS), "+Inf"), self.buckets):
+        for bound, n in zip((*map(str, BUCKETS), "+Inf"), self.buckets, strict=False):
             running += n
             out.append((bound, running))
         return out
@@ -103,9 +103,9 @@ class BrokerMetrics:
 
     def _produced(self, request: dict, response: dict | None) -> None:
         answers = response["responses"] if response else [None] * len(request["topic_data"])  # acks=0: no answer
-        for topic_data, answer in zip(request["topic_data"], answers):
+        for topic_data, answer in zip(request["topic_data"], answers, strict=False):
             parts = answer["partition_responses"] if answer else [None] * len(topic_data["partition_data"])
-            for part, result in zip(topic_data["partition_data"], parts):
+            for part, result in zip(topic_data["partition_data"], parts, strict=False):
                 code = result["error_code"] if result else 0
                 if code:
                     self.errors[("Produce", _error_name(code))] += 1

@@ -37,14 +37,14 @@ Factory = Callable[[], Awaitable[None]]
 
 
 class Supervisor:
-    def __init__(self, failer: faults.TaskFailer = faults.TaskFailer(None)) -> None:
+    def __init__(self, failer: faults.TaskFailer | None = None) -> None:
         self.tasks: dict[str, asyncio.Task] = {}
         self.restarts: Counter = Counter()  # task name -> restarts since the broker started
         self._spawned: set[asyncio.Task] = set()
         self._running: set[asyncio.Task] = set()  # tasks in a run of their coroutine (not waiting to restart)
         self._failing: set[str] = set()  # tasks cancelled by the fault injection: failures, not stops
         self._to_fail: set[str] = set()  # named by the fault injection, not running yet: they fail as they start
-        self._failer = failer
+        self._failer = failer or faults.TaskFailer(None)
 
     def start(self, name: str, factory: Factory) -> asyncio.Task:
         """Run ``factory()`` under supervision as ``name``; a task of that name still running is stopped
@@ -118,7 +118,7 @@ class Supervisor:
                 self._failing.discard(name)
                 this.uncancel()
                 failure: BaseException = exc
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- the supervisor's purpose: log, count, restart
                 failure = exc
             finally:
                 self._running.discard(this)

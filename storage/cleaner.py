@@ -143,7 +143,7 @@ class LogCleaner:
         segments = log.segments
         bound = min(log.last_stable_offset, log.high_watermark, segments[-1].base_offset)
         sources: list[_Source] = []
-        for segment, following in zip(segments, segments[1:]):
+        for segment, following in zip(segments, segments[1:], strict=False):
             largest = segment.largest_timestamp()
             if following.base_offset > bound or now_ms - largest < config.min_compaction_lag_ms:
                 break

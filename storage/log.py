@@ -543,7 +543,7 @@ class Log:
         """How many segments from the oldest on match ``predicate(segment, next segment's base offset)``:
         only whole segments below the high watermark, never the active one (Kafka's rule)."""
         count = 0
-        for segment, following in zip(self._segments, self._segments[1:]):
+        for segment, following in zip(self._segments, self._segments[1:], strict=False):
             if following.base_offset > self.high_watermark or not predicate(segment, following.base_offset):
                 break
             count += 1
@@ -582,7 +582,7 @@ class Log:
             swaps.append(segment.log_path.with_name(segment.log_path.name + SWAP_SUFFIX))
             path.rename(swaps[-1])
         fsync_dir(self.directory)  # the commit point: a crash from here on completes each swap
-        for (segment, _), swap in zip(current, swaps):
+        for (segment, _), swap in zip(current, swaps, strict=False):
             segment.close()
             self._complete_swap(swap)
         fsync_dir(self.directory)

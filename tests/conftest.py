@@ -222,7 +222,7 @@ class BrokerProcess:
                 self._finished()
                 raise AssertionError(
                     f"broker did not exit within {timeout:.0f}s of SIGTERM\n--- stderr tail ---\n{self.log_tail()}"
-                )
+                ) from None
         self._killpg()  # reap stray children, if any
         return self._finished()
 

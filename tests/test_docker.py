@@ -312,7 +312,7 @@ def test_cluster_compose_waits_for_a_healthy_etcd_restarts_brokers_and_is_monito
     brokers = {name: s for name, s in services.items() if name.startswith("moldau-")}
     assert len(brokers) == 3
     targets = []
-    for name, service in brokers.items():
+    for _name, service in brokers.items():
         assert service["depends_on"]["etcd"]["condition"] == "service_healthy"
         assert service["restart"] in ("on-failure", "unless-stopped", "always")
         assert service["build"]["target"] in stages()

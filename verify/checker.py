@@ -179,7 +179,7 @@ def read_group_offsets(bootstrap: str, groups: list[str], timeout: float) -> dic
         future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
         try:
             listed = future.result(timeout)
-        except Exception as exc:  # KafkaException, or the future's TimeoutError
+        except Exception as exc:  # noqa: BLE001 -- KafkaException, or the future's TimeoutError
             raise VerifyError(f"could not fetch the committed offsets of group {group}: {exc}") from None
         result[group] = {(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions
                          if tp.offset != NO_OFFSET}

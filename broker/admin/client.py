@@ -545,7 +545,7 @@ class AdminClient:
         meta = await self.metadata([])
         answers = await asyncio.gather(*(self.send("ListGroups", body, n) for n in meta.brokers))
         groups = []
-        for node, answer in zip(meta.brokers, answers):
+        for node, answer in zip(meta.brokers, answers, strict=False):
             check(f"ListGroups on broker {node}", answer["error_code"])
             groups += answer["groups"]
         return [g for g in groups if (not types or group_type(g) in types)
@@ -728,7 +728,7 @@ class AdminClient:
                 "transactional_id_pattern": None}
         answers = await asyncio.gather(*(self.send("ListTransactions", body, n) for n in meta.brokers))
         found = []
-        for node, answer in zip(meta.brokers, answers):
+        for node, answer in zip(meta.brokers, answers, strict=False):
             check(f"ListTransactions on broker {node}", answer["error_code"])
             found += [{**t, "coordinator": node} for t in answer["transaction_states"]]
         return found

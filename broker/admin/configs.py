@@ -81,7 +81,7 @@ def _check(args) -> None:
         raise UsageError("--add-config and --delete-config go with --alter")
     if "" in names and types[names.index("")] == "topics":
         raise UsageError("--entity-default does not apply to topics")
-    for kind, name in zip(types, names):
+    for kind, name in zip(types, names, strict=False):
         if kind == "brokers" and name and not name.isdigit():
             raise UsageError(f"the entity name for brokers must be a broker id, found: {name}")
 
@@ -163,7 +163,7 @@ def _completed(kind: str, name: str) -> None:
 def _entity(args) -> list[tuple[str, str | None]]:
     """(quota entity type, name) per --entity-type: a name, None for the default, or absent: any."""
     names = args.entity_names + [None] * (len(args.entity_type) - len(args.entity_names))
-    return [(QUOTA_ENTITY[k], n) for k, n in zip(args.entity_type, names)]
+    return [(QUOTA_ENTITY[k], n) for k, n in zip(args.entity_type, names, strict=False)]
 
 
 async def _describe_quotas(admin: AdminClient, args, added, deleted) -> None:

@@ -99,7 +99,7 @@ def _print_table(headers: tuple[str, ...], rows: list[tuple]) -> None:
     widths = [max(len(c[i]) for c in cells) for i in range(len(headers))]
     print()
     for c in cells:
-        print(" ".join(v.ljust(w) for v, w in zip(c, widths)).rstrip())
+        print(" ".join(v.ljust(w) for v, w in zip(c, widths, strict=False)).rstrip())
 
 
 def _print_members(group: GroupDescription, verbose: bool) -> None:

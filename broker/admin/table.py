@@ -7,10 +7,10 @@ from __future__ import annotations
 def tab_table(headers: tuple[str, ...], rows: list[tuple]) -> str:
     cells = [headers, *[tuple(map(str, row)) for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return "\n".join("".join(cell.ljust(width) + "\t" for cell, width in zip(row, widths)) for row in cells)
+    return "\n".join("".join(cell.ljust(width) + "\t" for cell, width in zip(row, widths, strict=False)) for row in cells)
 
 
 def spaced_table(headers: tuple[str, ...], rows: list[tuple]) -> str:
     cells = [headers, *[tuple(map(str, row)) for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return "\n".join(" ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells)
+    return "\n".join(" ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip() for row in cells)

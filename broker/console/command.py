@@ -90,7 +90,7 @@ def run(args) -> int:
 async def _exit_with_parent(server) -> None:
     """A console that `moldau serve` started ends with it, even when the broker was killed."""
     parent = os.getppid()
-    while os.getppid() == parent:
+    while os.getppid() == parent:  # noqa: ASYNC110 -- no event tells of a parent's death; poll getppid
         await asyncio.sleep(PARENT_CHECK_S)
     log.warning("the broker that started this console is gone; stopping")
     server.should_exit = True

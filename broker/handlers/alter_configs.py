@@ -15,7 +15,7 @@ async def handle(broker, request, header) -> dict:
                                  resource["resource_name"])
         changes = ({n: (topic_configs.SET, v) for n, v in wanted.items()}, True) \
             if resource["resource_type"] == topic_configs.BROKER_RESOURCE else \
-            lambda current, in_force: wanted
+            lambda current, in_force, wanted=wanted: wanted
         code, message = (refusal, None) if refusal else await topic_configs.alter(broker, resource["resource_type"], resource["resource_name"],
                                             changes, request["validate_only"])
         responses.append({"error_code": code, "error_message": message,

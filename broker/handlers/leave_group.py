@@ -23,6 +23,6 @@ async def handle(broker, request, header) -> dict:
         "error_code": error,
         "members": [
             {"member_id": member_id, "group_instance_id": instance_id, "error_code": member_error}
-            for (member_id, instance_id), member_error in zip(leaving, member_errors)
+            for (member_id, instance_id), member_error in zip(leaving, member_errors, strict=False)
         ],
     }

@@ -96,6 +96,6 @@ async def handle(broker, request, header) -> dict:
     timeout_s = broker.config["request.timeout.ms"] / 1000
     errors = await asyncio.gather(*(partition.wait_for_replication(end, epoch, timeout_s)
                                     for partition, end, epoch, _ in waits))
-    for (_, _, _, result), error in zip(waits, errors):
+    for (_, _, _, result), error in zip(waits, errors, strict=False):
         result["error_code"] = error
     return {"markers": results}

@@ -131,5 +131,5 @@ class SaslServer:
         self.user = user
         credential = self.credentials.get(user, self.mechanism)
         if credential is None:
-            raise AuthenticationFailed(f"Authentication failed: Invalid user credentials")
+            raise AuthenticationFailed("Authentication failed: Invalid user credentials")
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations

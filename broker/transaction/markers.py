@@ -71,7 +71,7 @@ class TransactionMarkerChannelManager:
                 "topics": _topics(by_leader[leader]),
                 "coordinator_epoch": coordinator_epoch,
             }) for leader in leaders), return_exceptions=True)
-            for leader, result in zip(leaders, results):
+            for leader, result in zip(leaders, results, strict=False):
                 if isinstance(result, Exception):  # whatever failed, the transaction stays open until its markers land
                     log.warning("WriteTxnMarkers to broker %d failed (%s); will retry", leader,
                                 result or type(result).__name__, exc_info=_unexpected(result))
@@ -111,7 +111,7 @@ class TransactionMarkerChannelManager:
                 if failure is not exc:
                     raise
                 continue
-            for (_, future), result in zip(batch, results):
+            for (_, future), result in zip(batch, results, strict=False):
                 if not future.done():  # (not if its transaction's task was cancelled meanwhile)
                     future.set_result(result)
         del self._queued[node_id]

@@ -60,7 +60,7 @@ class TransactionVerifier:
         }]}
         try:
             response = await self.channel.send(node, "AddPartitionsToTxn", ADD_PARTITIONS_VERSION, body)
-        except Exception as exc:  # unreachable, slow, or an answer that does not decode: ask again later
+        except Exception as exc:  # noqa: BLE001 -- unreachable, slow, or an answer that does not decode: ask again later
             log.warning("verifying %s's partitions with broker %d failed: %s", transactional_id, node,
                         exc or type(exc).__name__)
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)

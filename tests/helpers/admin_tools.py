@@ -48,4 +48,4 @@ def table(text: str) -> list[dict[str, str]]:
     if not lines:
         return []
     header = lines[0].split()
-    return [dict(zip(header, line.split())) for line in lines[1:]]
+    return [dict(zip(header, line.split(), strict=False)) for line in lines[1:]]

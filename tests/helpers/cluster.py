@@ -147,7 +147,7 @@ class Cluster:
             try:
                 if check():
                     return
-            except Exception as exc:  # a broker going away mid-query: ask again
+            except Exception as exc:  # noqa: BLE001 -- a broker going away mid-query: ask again
                 last = exc
             time.sleep(0.2)
         raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last})" if last else ""))

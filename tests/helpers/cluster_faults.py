@@ -83,7 +83,7 @@ class Probe:
         worst = 0.0
         for times in self.acked.values():
             times = sorted(times)
-            for before, after in zip(times, times[1:]):
+            for before, after in zip(times, times[1:], strict=False):
                 if start < after <= end:
                     worst = max(worst, after - before)
         return worst
@@ -176,13 +176,13 @@ class FaultLoop:
         """Stop the clients; `moldau verify` (required to pass unless ``must_pass`` is false: its verdict is
         returned either way) and byte-identical replicas."""
         # producers first, consumers once their groups have caught up
-        for w, process in zip(self.plan, self.workloads):
+        for w, process in zip(self.plan, self.workloads, strict=False):
             if not w.consumes:
                 assert process.stop(150) == 0 or not must_pass, f"{w.name} failed:\n{process.stderr_tail()}"
         for group, topic in {(w.options["group"], w.options["topic"]) for w in self.plan if w.consumes}:
             wait_for(lambda: group_caught_up(self.bootstrap, group, topic, PARTITIONS), 120,
                      f"group {group} to catch up")
-        for w, process in zip(self.plan, self.workloads):
+        for w, process in zip(self.plan, self.workloads, strict=False):
             if w.consumes:
                 assert process.stop(60) == 0, f"{w.name} failed:\n{process.stderr_tail()}"
         self.probe.stop()
@@ -210,7 +210,7 @@ class FaultLoop:
                 logs = {node: self.cluster.log_bytes(node, topic, p) for node in nodes}
                 if len(set(logs.values())) > 1:
                     first = logs[nodes[0]]
-                    where = {node: next((i for i, (a, b) in enumerate(zip(first, log)) if a != b),
+                    where = {node: next((i for i, (a, b) in enumerate(zip(first, log, strict=False)) if a != b),
                                         min(len(first), len(log))) for node, log in logs.items()}
                     out.append(f"{topic}-{p}: sizes {({n: len(log) for n, log in logs.items()})}, "
                                f"first difference {where}")

@@ -109,7 +109,7 @@ def largest_gap(member: Member, partitions: set, start: float, end: float) -> fl
     """The longest time in [start, end] that the member received nothing from ``partitions``."""
     times = sorted(t for t, topic, p, _ in member.snapshot()[1] if (topic, p) in partitions and start <= t <= end)
     points = [start, *times, end]
-    return max(b - a for a, b in zip(points, points[1:]))
+    return max(b - a for a, b in zip(points, points[1:], strict=False))
 
 
 def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0) -> None:

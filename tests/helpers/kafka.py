@@ -313,7 +313,7 @@ def index_by_offset(msgs: list[Msg], res: "ProduceResult | list[Delivery]") -> d
     deliveries = res.deliveries if isinstance(res, ProduceResult) else res
     assert len(deliveries) == len(msgs)
     by_offset: dict[tuple[int, int], Msg] = {}
-    for m, d in zip(msgs, deliveries):
+    for m, d in zip(msgs, deliveries, strict=False):
         assert d.partition == m.partition, f"message {m.seq} sent to partition {m.partition} but acked on {d.partition}"
         k = (d.partition, d.offset)
         assert k not in by_offset, f"offset {k} acknowledged twice (messages {by_offset.get(k).seq} and {m.seq})"

@@ -71,7 +71,7 @@ class WorkloadProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
-            raise AssertionError(f"{self.name} did not stop within {timeout}s of SIGTERM\n{self.stderr_tail()}")
+            raise AssertionError(f"{self.name} did not stop within {timeout}s of SIGTERM\n{self.stderr_tail()}") from None
 
     def __enter__(self) -> "WorkloadProcess":
         return self
@@ -171,7 +171,7 @@ class WorkloadRun:
     def finish(self) -> dict:
         """Stop the producers, let the groups catch up, stop the consumers; returns `moldau verify`'s verdict."""
         try:
-            for p, w in zip(self.processes, self.plan):
+            for p, w in zip(self.processes, self.plan, strict=False):
                 if not w.consumes:
                     assert p.stop(DRAIN_TIMEOUT + 30) == 0, f"{p.name} failed:\n{p.stderr_tail()}"
             for group, topic in {(w.options["group"], w.options["topic"]) for w in self.plan if w.consumes}:

@@ -93,7 +93,7 @@ def test_confluent_default_partitioner_and_null_fields(broker):
     seen = {}
     for part, rows in got.items():
         assert marks[part][1] == sum(1 for (pp, _) in sent if pp == part)
-        for off, key, value, headers, ts in rows:
+        for off, key, value, _headers, _ts in rows:
             seen[(part, off)] = (key, value)
     assert seen == sent
 
@@ -293,7 +293,7 @@ def test_kafka_python_roundtrip(start_broker, idempotent):
         prod.close(timeout=10)
 
     by_offset = {}
-    for m, md in zip(msgs, metas):
+    for m, md in zip(msgs, metas, strict=False):
         assert md.partition == m.partition
         assert (md.partition, md.offset) not in by_offset, f"offset {md.partition}/{md.offset} acknowledged twice"
         by_offset[(md.partition, md.offset)] = m
@@ -397,7 +397,7 @@ def test_aiokafka_roundtrip(broker, compression):
     counts = Counter(m.partition for m in msgs)
     assert ends == dict(counts)
     by_offset = {}
-    for m, md in zip(msgs, metas):
+    for m, md in zip(msgs, metas, strict=False):
         assert md.partition == m.partition
         by_offset[(md.partition, md.offset)] = m
     assert len(by_offset) == len(msgs), "some offsets were acknowledged twice"
@@ -470,7 +470,7 @@ def test_admin_create_list_grow_delete(broker):
         [NewTopic("alpha", num_partitions=2, replication_factor=1), NewTopic("beta", num_partitions=1, replication_factor=1)],
         operation_timeout=20,
     )
-    for name, f in futs.items():
+    for _name, f in futs.items():
         f.result(20)
     wait_topic(a, "alpha", 2)
     wait_topic(a, "beta", 1)

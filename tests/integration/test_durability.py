@@ -138,7 +138,7 @@ def test_sigkill_while_producing_keeps_every_acked_message(start_broker):
         keys = [r[1] for r in rows]
         dupes = [k for k, c in Counter(keys).items() if c > 1]
         assert not dupes, f"partition {part}: messages stored twice: {dupes[:5]}"
-        for off, key, value, headers, ts in rows:
+        for off, key, value, headers, _ts in rows:
             m = by_key.get(key)
             assert m is not None and m.partition == part, f"{part}/{off}: message with key {key!r} was never sent here"
             assert (value, headers) == (m.value, m.headers), f"{part}/{off}: content differs from message {m.seq}"

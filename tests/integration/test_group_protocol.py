@@ -216,7 +216,7 @@ def test_protocol_chosen_by_member_votes(start_broker):
     clients = [WireClient(b.port) for _ in prefs]
     try:
         with ThreadPoolExecutor(3) as pool:
-            results = list(pool.map(lambda cp: join_new(cp[0], "voters", protocols=cp[1]), zip(clients, prefs)))
+            results = list(pool.map(lambda cp: join_new(cp[0], "voters", protocols=cp[1]), zip(clients, prefs, strict=False)))
         # sticky is not common to all; of range and roundrobin, roundrobin has two first choices
         assert {r["protocol_name"] for r in results} == {"roundrobin"}
         leader = next(r for r in results if r["members"])

@@ -195,7 +195,7 @@ def test_bad_input_closes_only_that_connection(env, name):
 def test_all_attacks_in_a_row(env):
     with wire.connect(env.broker.port) as bystander:
         wire.api_versions_roundtrip(bystander, correlation_id=1)
-        for round_ in range(2):
+        for _round in range(2):
             for name in ATTACKS:
                 attack_and_check(env, name, bystander)
         assert env.broker.alive()

@@ -181,7 +181,7 @@ def test_state_and_producer_ids_survive_kill_and_restart(start_broker):
     with WireClient(b.port) as c:
         _, pid, _ = init_producer_id(c)
         seq = 0
-        for i in range(40):  # ~100 bytes each: several segment rolls, each with a snapshot
+        for _i in range(40):  # ~100 bytes each: several segment rolls, each with a snapshot
             data = batch(pid, 0, seq, n=2, tag="x" * 20)
             code, offset = produce(c, topic, data)
             assert code == NONE

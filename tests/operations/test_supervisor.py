@@ -39,8 +39,8 @@ def test_a_failing_task_restarts_with_growing_backoff_and_is_counted(caplog):
     with caplog.at_level(logging.ERROR, logger="moldau.supervisor"):
         sup = asyncio.run(main())
     assert len(runs) == 4
-    gaps = [b - a for a, b in zip(runs, runs[1:])]
-    for gap, backoff in zip(gaps, (0.1, 0.2, 0.4)):  # doubling from 0.1 s (lower bounds: a loaded machine)
+    gaps = [b - a for a, b in zip(runs, runs[1:], strict=False)]
+    for gap, backoff in zip(gaps, (0.1, 0.2, 0.4), strict=False):  # doubling from 0.1 s (lower bounds: a loaded machine)
         assert gap >= backoff * 0.9, gaps
     assert sup.restarts["flaky"] == 3
     records = failures(caplog)

@@ -233,7 +233,7 @@ def _value_differences(field: dict, version: int, expected, actual, where: str) 
         if not isinstance(actual, list) or len(actual) != len(expected):
             return [f"{where}: expected {len(expected)} elements, decoded {actual!r}"]
         elem = dict(field, type=ftype[2:])
-        return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in _value_differences(elem, version, e, a, f"{where}[{i}]")]
+        return [d for i, (e, a) in enumerate(zip(expected, actual, strict=False)) for d in _value_differences(elem, version, e, a, f"{where}[{i}]")]
     if is_struct(field):
         return _struct_differences(field["fields"], version, expected, actual, where)
     if ftype == "records":

@@ -54,7 +54,7 @@ def test_one_byte_at_a_time():
 def test_any_chunking_gives_the_same_frames(payloads, data):
     stream = b"".join(map(framed, payloads))
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=10)))
-    chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
+    chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=False)]
     decoder = frames.FrameDecoder(MAX)
     assert feed_all(decoder, chunks) == payloads
     assert decoder.pending() == 0
@@ -193,7 +193,7 @@ def test_zero_copy_threshold(size, chunks_expected):
 def test_every_partition_with_large_records_gets_its_own_chunk():
     body = sample("FetchResponse", 13)
     segments = [bytes([i]) * 5000 for i in range(4)]
-    for partition, segment in zip((p for t in body["responses"] for p in t["partitions"]), segments):
+    for partition, segment in zip((p for t in body["responses"] for p in t["partitions"]), segments, strict=False):
         partition["records"] = segment
     chunks, data = response_frame("Fetch", 13, body)
     assert [c for c in chunks if len(c) == 5000] == segments

@@ -56,10 +56,10 @@ def _paired_fields(kp_struct, fields: list) -> list:
     """Our schema fields next to kafka-python's, in schema order."""
     kp_fields = list(kp_struct._fields)
     assert len(kp_fields) == len(fields), f"{kp_struct.name}: field lists differ"
-    for kp_field, field in zip(kp_fields, fields):
+    for kp_field, field in zip(kp_fields, fields, strict=False):
         # kafka-python renames its *AuthorizedOperations ints to a "bitfield"
         assert _is_bitfield(kp_field) or kp_field.name == snake(field["name"]), (kp_field.name, field["name"])
-    return list(zip(kp_fields, fields))
+    return list(zip(kp_fields, fields, strict=False))
 
 
 def _is_bitfield(kp_field) -> bool:

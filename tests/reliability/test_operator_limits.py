@@ -138,7 +138,7 @@ def test_max_connection_creation_rate_makes_new_connections_wait(start_broker):
 def test_idle_connections_are_closed_after_connections_max_idle_ms(start_broker):
     b = start_broker({"connections.max.idle.ms": 1000})
     with connect_from(b.port) as idle, connect_from(b.port) as active:
-        for i in range(15):  # 3 s of a request every 200 ms
+        for _i in range(15):  # 3 s of a request every 200 ms
             assert served(active)
             time.sleep(0.2)
         closed, _ = wire.wait_closed(idle, timeout=5)
@@ -344,6 +344,6 @@ def test_producer_ids_rate_refuses_a_flood_of_new_producer_ids(start_broker):
           f"{remembered} producers remembered; bystander worst {bystander.worst:.3f}s")
     assert admitted + refused == len(codes), set(codes)
     assert refused > 100 and admitted < 100, (admitted, refused)
-    assert max(throttles) > 0 and all(t == 0 for c, t in zip(codes, throttles) if c == 0)
+    assert max(throttles) > 0 and all(t == 0 for c, t in zip(codes, throttles, strict=False) if c == 0)
     assert not failures, failures[:3]
     assert remembered == admitted + 1, (remembered, admitted)  # the steady producer and the admitted ones

@@ -101,7 +101,7 @@ class Bystander(threading.Thread):
             try:
                 wire.api_versions_roundtrip(self.client.sock, self.round_trips)
                 self.client.request("Metadata", 1, {"topics": [{"name": TOPIC}]})
-            except Exception as exc:  # any failure is the finding; the test reports it
+            except Exception as exc:  # noqa: BLE001 -- any failure is the finding; the test reports it
                 self.error = repr(exc)
                 return
             self.worst = max(self.worst, time.monotonic() - started)

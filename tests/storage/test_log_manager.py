@@ -263,7 +263,7 @@ def test_segment_files_beyond_the_handle_cache_are_reopened(log_dir):
         manager.create_topic("many", 30)
         assert len(HANDLES) <= 8
         reopened = HANDLES.reopened
-        for round_ in range(3):
+        for _round in range(3):
             for p in range(30):
                 append(manager.log("many", p), make_batch(2))
         assert HANDLES.reopened > reopened

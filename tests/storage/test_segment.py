@@ -43,7 +43,7 @@ def test_append_tracks_size_offsets_timestamps_and_sparse_index(tmp_path):
     batch_size = len(make_batch(2))
     # An entry once index_interval_bytes were appended since the previous one.
     positions = sorted({segment.offset_index.lookup(offset)[1] for offset in range(10, 90)})
-    gaps = [b - a for a, b in zip(positions, positions[1:])]
+    gaps = [b - a for a, b in zip(positions, positions[1:], strict=False)]
     assert len(positions) == len(segment.offset_index) + 1  # the segment start needs no entry
     assert gaps and all(200 <= gap < 200 + batch_size for gap in gaps)
     segment.close()
