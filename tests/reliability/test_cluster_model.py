@@ -84,6 +84,8 @@ class Model:
         """``count`` records to one topic, acks=all; all acknowledged unless ``faults`` are in play."""
         if not self.topics:
             self.create()
+        if not self.topics:  # the create did not take (etcd or the controller away): nothing to write to
+            return
         name = self.rng.choice(sorted(self.topics))
         producer = Producer({"bootstrap.servers": self.cluster.bootstrap, "acks": "all", "enable.idempotence": True,
                              "message.timeout.ms": 60_000, "linger.ms": 5})
