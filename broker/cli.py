@@ -125,7 +125,8 @@ def _serve(args) -> int:
 
     try:
         shutdown.run(run(), uvloop.new_event_loop)
-    except (ConnectionError, NodeIdInUse) as exc:  # etcd unreachable at start, a live broker of this node.id
+    except (ConnectionError, NodeIdInUse, ConfigError) as exc:  # etcd unreachable at start, a live broker of
+        # this node.id, a listener another process took
         print(f"moldau: {exc}", file=sys.stderr)
         return 1
     finally:

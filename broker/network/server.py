@@ -513,6 +513,10 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         else:
             def set_up(client, address, connection=connection):
                 return _connect_accepted(loop, client, connection)
+        try:
+            sock.listen(_LISTEN_BACKLOG)
+        except OSError as exc:  # another process listens there (both bound it with SO_REUSEADDR): stop, once
+            raise ConfigError(f"listener {listener}: cannot listen on port {listener.port} ({exc.strerror})") from None
         servers.append(_Acceptor(sock, supervisor.start(f"data-plane-kafka-socket-acceptor-{listener.name}",
                                                         lambda sock=sock, name=listener.name, set_up=set_up:
                                                         _accept(sock, name, quotas, set_up, supervisor))))
@@ -575,7 +579,6 @@ async def _accept(sock: socket.socket, listener: str, quotas: ConnectionQuotas, 
     or the client's own timeout gives up (Kafka's clients: request.timeout.ms, librdkafka's
     socket.timeout.ms)."""
     loop = asyncio.get_running_loop()
-    sock.listen(_LISTEN_BACKLOG)
     sock.setblocking(False)
     while True:
         await quotas.wait_for_slot(listener)
