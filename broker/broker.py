@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
+from broker import clock
 from storage.config import LogConfig, parse_cleanup_policy
 from storage.catalog import TopicMetadata, validate_topic_name
 from storage.errors import InvalidTopic, TopicExists
@@ -48,10 +48,6 @@ async def in_steps(steps) -> None:
     """Drive one of LogManager's *_steps generators, serving other connections between its steps."""
     for _ in steps:
         await asyncio.sleep(0)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def broker_log_config(config: BrokerConfig) -> LogConfig:
@@ -164,11 +160,10 @@ class Broker:
 
     def delete_old_segments(self, now: int) -> None:
         """Retention and DeleteRecords: drop old segments; their files go after file.delete.delay.ms."""
-        loop = asyncio.get_running_loop()
         for log_, files in self.logs.delete_old_segments(now):
             log.info("deleted %d segment(s) of %s; its log start offset is now %d",
                      sum(f.name.endswith(".log.deleted") for f in files), log_.name, log_.log_start_offset)
-            loop.call_later(log_.config.file_delete_delay_ms / 1000, _remove_files, files)
+            clock.call_later(log_.config.file_delete_delay_ms / 1000, _remove_files, files)
 
     # ---- topics -------------------------------------------------------------
 
@@ -290,4 +285,4 @@ def _metadata_store(broker: Broker) -> MetadataStore:
     return EtcdMetadataStore(broker)
 
 
-__all__ = ["Broker", "InvalidTopic", "INTERNAL_TOPICS", "now_ms"]
+__all__ = ["Broker", "InvalidTopic", "INTERNAL_TOPICS"]

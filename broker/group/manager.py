@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
+from broker import clock
 from broker import coordinator_partitions
 from broker.errors import ErrorCode
 from broker.internal_topics import open_internal_topic, partition_for
@@ -28,7 +29,7 @@ from protocol.records import (
 from storage.log_manager import LogManager
 
 from . import consumer_records, records
-from .metadata import CommittedOffset, GroupMetadata, GroupState, TopicPartition, now_ms
+from .metadata import CommittedOffset, GroupMetadata, GroupState, TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -152,7 +153,7 @@ class GroupMetadataManager:
         if len(buf) > self.config["message.max.bytes"]:
             return ErrorCode.MESSAGE_TOO_LARGE, -1
         error, first = coordinator_partitions.append(
-            self.replicas, OFFSETS_TOPIC, partition, buf, now_ms(), self.config["offsets.commit.required.acks"],
+            self.replicas, OFFSETS_TOPIC, partition, buf, clock.wall_ms(), self.config["offsets.commit.required.acks"],
             from_coordinator=producer is not None)
         if error == ErrorCode.NONE:
             self.notify_append(OFFSETS_TOPIC, partition)

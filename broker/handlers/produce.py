@@ -24,7 +24,8 @@ import asyncio
 import inspect
 import logging
 
-from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
+from broker import clock
+from broker.broker import INTERNAL_TOPICS, InvalidTopic
 from broker.client_quotas import QUOTA_EXCEEDED, ProducerIds
 from broker.coordinator_partitions import settled
 from broker.delayed_produce import DelayedProduce
@@ -286,7 +287,7 @@ def handle(broker, request, header):
 
 def _handle(broker, request, header, verdicts: dict):
     acks = request["acks"]
-    now = now_ms()
+    now = clock.wall_ms()
     responses = []
     waits: list = []
     # auto-creation here runs on the event loop at once: a few partitions a request (the rest

@@ -6,7 +6,7 @@ added the group's partition (AddOffsetsToTxn) to its open transaction; from
 v5 (transaction version 2) this request adds it.
 """
 
-from broker.broker import now_ms
+from broker import clock
 from broker.coordinator_partitions import settled
 from broker.errors import ErrorCode
 from broker.group import OFFSETS_TOPIC
@@ -38,7 +38,7 @@ async def _verify(broker, request, adds_partition: bool) -> ErrorCode:
 
 
 async def handle(broker, request, header) -> dict:
-    now = now_ms()
+    now = clock.wall_ms()
     refusal = group_refusal(broker, header, request)
     if refusal:
         errors = {(t["name"], p["partition_index"]): refusal for t in request["topics"] for p in t["partitions"]}
