@@ -151,11 +151,12 @@ class Partition:
             return True
         fut = asyncio.get_running_loop().create_future()
         heapq.heappush(self._hw_waiters, (offset, next(_arrivals), leader_epoch, fut))
+        # (a wait that timed out leaves the heap when the high watermark passes it)
+        timer = clock.call_later(timeout_s, lambda: fut.done() or fut.set_result(False))
         try:
-            async with asyncio.timeout(timeout_s):
-                return await fut  # (a wait that timed out leaves the heap when the high watermark passes it)
-        except TimeoutError:
-            return False
+            return await fut
+        finally:
+            timer.cancel()
 
     async def wait_for_replication(self, offset: int, leader_epoch: int, timeout_s: float) -> ErrorCode:
         """acks=all once appended below ``offset`` at ``leader_epoch``: the error its writer gets (NONE once
