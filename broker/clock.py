@@ -53,9 +53,13 @@ class FakeTimer:
 
 
 class FakeClock:
-    """A clock for tests whose time moves only by ``advance`` (callbacks) or ``run_for`` (also sleepers)."""
+    """A clock for tests whose time moves only by ``advance`` (callbacks) or ``run_for`` (also sleepers).
+    Its wall time starts at the real one unless given: files' mtimes (a segment's age without
+    timestamps) are real."""
 
-    def __init__(self, wall_ms: int = 1_700_000_000_000, monotonic: float = 1000.0) -> None:
+    def __init__(self, wall_ms: int | None = None, monotonic: float = 1000.0) -> None:
+        if wall_ms is None:
+            wall_ms = time.time_ns() // 1_000_000
         self._now = monotonic
         self._wall_offset_ms = wall_ms - int(monotonic * 1000)
         self._timers: list[FakeTimer] = []
