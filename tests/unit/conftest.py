@@ -6,6 +6,7 @@ process or open a network connection fails: that belongs in the tiers that start
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 
@@ -39,3 +40,11 @@ def append(log, *batches: bytes, now_ms: int) -> tuple[int, int]:
     """Append ``batches`` in one produce call, as the broker would."""
     buf = bytearray(b"".join(batches))
     return log.append(buf, parse_produce_records(buf), now_ms)
+
+
+def run(coro, seconds: float = 10):
+    """``coro`` on a fresh event loop; an answer that never comes fails the test (after ``seconds`` of real
+    time) instead of hanging it: with a fake clock, a timer nobody advances to never fires."""
+    async def bounded():
+        return await asyncio.wait_for(coro, seconds)
+    return asyncio.run(bounded())

@@ -16,6 +16,9 @@ from broker.errors import ErrorCode
 from broker.group.coordinator import GroupCoordinator
 from broker.group.metadata import CommittedOffset, GroupMetadata, GroupState, MemberMetadata
 
+from .conftest import run as bounded
+
+
 EMPTY, PREPARING = GroupState.EMPTY, GroupState.PREPARING_REBALANCE
 COMPLETING, STABLE, DEAD = GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD
 SESSION_MS, REBALANCE_MS, DELAY_MS = 10_000, 60_000, 3_000
@@ -78,10 +81,8 @@ def sync(coordinator, result, assignments=None, group="g"):
 
 
 def run(fake_clock, body):
-    """``body`` on a fresh loop; a future never answered fails the test (in real seconds) instead of hanging."""
-    async def main():
-        return await asyncio.wait_for(body(), 10)
-    return asyncio.run(main())
+    """``body()`` on a fresh loop, bounded in real time (conftest.run)."""
+    return bounded(body())
 
 
 def first_generation_s(members: int) -> float:

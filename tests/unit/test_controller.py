@@ -9,9 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker import clock
 from broker.cluster.controller import PREFERRED, UNCLEAN, Controller, requested_election
 from broker.cluster.metadata import NO_LEADER, MetadataCache, PartitionState
+
+from .conftest import run
 
 
 class Store:
@@ -179,7 +180,7 @@ def test_controlled_shutdown_moves_leadership_and_leaves_the_isrs():
     store = Store()
     store.cache.partitions = {("t", 0): state(1, (1, 2, 3)), ("t", 1): state(2, (1, 2)),
                               ("t", 2): state(1, (1,)), ("t", 3): state(3, (3, 2))}
-    asyncio.run(Controller(store).hand_over_leadership(1))
+    run(Controller(store).hand_over_leadership(1))
     parts = store.cache.partitions
     assert parts[("t", 0)].leader == 2 and parts[("t", 0)].isr == (2, 3)
     assert parts[("t", 1)].leader == 2 and parts[("t", 1)].isr == (2,) and parts[("t", 1)].leader_epoch == 5
@@ -198,7 +199,7 @@ def test_the_leader_rebalance_runs_every_check_interval_by_the_clock(fake_clock)
         await fake_clock.run_for(1)
         task.cancel()
 
-    asyncio.run(main())
+    run(main())
     assert [(t, i, new.leader) for t, i, _, new in store.written] == [("t", 0, 1)]
 
 
@@ -212,7 +213,7 @@ def test_the_leader_rebalance_is_only_the_active_controllers(fake_clock):
         await fake_clock.run_for(900)
         task.cancel()
 
-    asyncio.run(main())
+    run(main())
     assert store.written == []
 
 
@@ -220,5 +221,5 @@ def test_the_elections_after_brokers_left_are_written_in_one_batch():
     store = Store()
     store.cache.brokers = {2: object(), 3: object()}
     store.cache.partitions = {("t", 0): state(1, (1, 2)), ("t", 1): state(2, (1, 2)), ("t", 2): state(3, (3,))}
-    asyncio.run(Controller(store)._elect_where_needed())
+    run(Controller(store)._elect_where_needed())
     assert {(t, i): (n.leader, n.isr) for t, i, _, n in store.written} == {("t", 0): (2, (2,)), ("t", 1): (2, (2,))}

@@ -11,6 +11,7 @@ from broker.cluster.metadata import PartitionState
 from broker.errors import ErrorCode
 
 from .replication import Replica
+from .conftest import run
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def test_an_acks_all_write_completes_when_the_high_watermark_passes_it(leader, f
         leader.fetch(2, 2)
         return await wait
 
-    assert asyncio.run(main()) == ErrorCode.NONE
+    assert run(main()) == ErrorCode.NONE
 
 
 def test_an_acks_all_write_times_out_at_the_request_timeout(leader, fake_clock):
@@ -41,7 +42,7 @@ def test_an_acks_all_write_times_out_at_the_request_timeout(leader, fake_clock):
         await fake_clock.run_for(0.1)
         return await wait
 
-    assert asyncio.run(main()) == ErrorCode.REQUEST_TIMED_OUT
+    assert run(main()) == ErrorCode.REQUEST_TIMED_OUT
 
 
 def test_a_write_already_replicated_is_answered_at_once(leader, fake_clock):
@@ -50,7 +51,7 @@ def test_a_write_already_replicated_is_answered_at_once(leader, fake_clock):
         leader.fetch(2, end)
         return await leader.partition.wait_for_replication(end, 1, 30)
 
-    assert asyncio.run(main()) == ErrorCode.NONE
+    assert run(main()) == ErrorCode.NONE
 
 
 def test_a_write_of_an_older_leadership_is_not_leader(leader, fake_clock):
@@ -58,7 +59,7 @@ def test_a_write_of_an_older_leadership_is_not_leader(leader, fake_clock):
         end = leader.produce(1)
         return await leader.partition.wait_for_replication(end, 0, 30)
 
-    assert asyncio.run(main()) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert run(main()) == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 def test_losing_leadership_answers_waiting_writes_at_once(leader, fake_clock):
@@ -69,7 +70,7 @@ def test_losing_leadership_answers_waiting_writes_at_once(leader, fake_clock):
         leader.partition.apply(PartitionState(2, 2, (2,), (1, 2)))
         return await wait
 
-    assert asyncio.run(main()) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert run(main()) == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 def test_a_new_epoch_of_the_same_leader_fails_the_older_waits(leader, fake_clock):
@@ -81,7 +82,7 @@ def test_a_new_epoch_of_the_same_leader_fails_the_older_waits(leader, fake_clock
         leader.fetch(2, end)
         return await wait
 
-    assert asyncio.run(main()) == ErrorCode.NOT_LEADER_OR_FOLLOWER, "its log may have been cut and refilled"
+    assert run(main()) == ErrorCode.NOT_LEADER_OR_FOLLOWER, "its log may have been cut and refilled"
 
 
 def test_an_isr_below_min_insync_replicas_after_the_append_is_reported(tmp_path, fake_clock):
@@ -91,7 +92,7 @@ def test_an_isr_below_min_insync_replicas_after_the_append_is_reported(tmp_path,
         end = leader.produce(1)
         return await leader.partition.wait_for_replication(end, 1, 30)
 
-    assert asyncio.run(main()) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert run(main()) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 def test_waits_complete_in_offset_order_as_the_high_watermark_moves(leader, fake_clock):
@@ -107,7 +108,7 @@ def test_waits_complete_in_offset_order_as_the_high_watermark_moves(leader, fake
         leader.fetch(2, 3)
         return await asyncio.gather(*waits)
 
-    assert asyncio.run(main()) == [True, True, True]
+    assert run(main()) == [True, True, True]
 
 
 def test_a_timed_out_wait_leaves_the_others_intact(leader, fake_clock):
@@ -121,5 +122,5 @@ def test_a_timed_out_wait_leaves_the_others_intact(leader, fake_clock):
         leader.fetch(2, second)
         return await long
 
-    assert asyncio.run(main()) is True
+    assert run(main()) is True
     assert fake_clock.pending() == 0

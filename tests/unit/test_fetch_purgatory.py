@@ -13,7 +13,7 @@ from protocol.records import build_batch
 from storage.config import LogConfig
 from storage.log_manager import LogManager
 
-from .conftest import append
+from .conftest import append, run
 
 NOW = 1_700_000_000_000
 READ_UNCOMMITTED = 0
@@ -58,7 +58,7 @@ def test_an_append_past_the_fetch_offset_answers_a_parked_fetch(logs, fake_clock
         assert answered.done()
         assert purgatory._watchers == {}, "an answered fetch is no longer watched"
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_an_append_to_another_partition_or_topic_answers_nothing(logs, fake_clock):
@@ -69,7 +69,7 @@ def test_an_append_to_another_partition_or_topic_answers_nothing(logs, fake_cloc
         appended(purgatory, logs, topic="other")
         assert not answered.done()
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_max_wait_answers_a_fetch_nothing_arrived_for_by_the_clock(logs, fake_clock):
@@ -83,7 +83,7 @@ def test_max_wait_answers_a_fetch_nothing_arrived_for_by_the_clock(logs, fake_cl
         await asyncio.sleep(0)
         assert purgatory._watchers == {} and fake_clock.pending() == 0
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_an_answered_fetch_leaves_no_timer(logs, fake_clock):
@@ -95,7 +95,7 @@ def test_an_answered_fetch_leaves_no_timer(logs, fake_clock):
         await asyncio.sleep(0)
         assert fake_clock.pending() == 0
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_min_bytes_waits_for_enough_appended_bytes(logs, fake_clock):
@@ -110,7 +110,7 @@ def test_min_bytes_waits_for_enough_appended_bytes(logs, fake_clock):
         appended(purgatory, logs, value=b"v" * 100)
         assert answered.done()
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_min_bytes_counts_the_bytes_of_every_watched_partition(logs, fake_clock):
@@ -124,7 +124,7 @@ def test_min_bytes_counts_the_bytes_of_every_watched_partition(logs, fake_clock)
         appended(purgatory, logs, partition=1)
         assert answered.done()
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_min_bytes_counts_no_more_than_the_partitions_max_bytes(logs, fake_clock):
@@ -134,7 +134,7 @@ def test_min_bytes_counts_no_more_than_the_partitions_max_bytes(logs, fake_clock
         appended(purgatory, logs, value=b"x" * 500)
         assert delayed.accumulated == 10 and not answered.done()
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_a_fetch_beyond_the_end_waits_for_an_append_past_its_offset(logs, fake_clock):
@@ -147,7 +147,7 @@ def test_a_fetch_beyond_the_end_waits_for_an_append_past_its_offset(logs, fake_c
         appended(purgatory, logs)
         assert answered.done()
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_read_committed_is_not_answered_by_records_of_an_open_transaction(logs, fake_clock):
@@ -159,7 +159,7 @@ def test_read_committed_is_not_answered_by_records_of_an_open_transaction(logs, 
         fake_clock.advance(0.5)
         assert answered.done()
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_a_cancelled_wait_stops_being_watched(logs, fake_clock):
@@ -170,7 +170,7 @@ def test_a_cancelled_wait_stops_being_watched(logs, fake_clock):
         await asyncio.sleep(0)
         assert purgatory._watchers == {} and fake_clock.pending() == 0
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_the_high_watermark_moving_answers_a_consumers_fetch(tmp_path, fake_clock):
@@ -187,4 +187,4 @@ def test_the_high_watermark_moving_answers_a_consumers_fetch(tmp_path, fake_cloc
         leader.fetch(2, 1)
         assert answered.done()
 
-    asyncio.run(main())
+    run(main())

@@ -12,10 +12,7 @@ from broker.cluster.metadata import PartitionState
 from broker.errors import ErrorCode
 
 from .replication import LAG_MS, Replica
-
-
-def run(coro):
-    return asyncio.run(coro)
+from .conftest import run
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ from broker.supervisor import Supervisor
 from broker.transaction.coordinator import TransactionCoordinator
 from broker.transaction.metadata import InvalidTransition, TransactionMetadata, TransactionState
 
+from .conftest import run
+
 EMPTY, ONGOING = TransactionState.EMPTY, TransactionState.ONGOING
 PREPARE_COMMIT, PREPARE_ABORT = TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT
 COMPLETE_COMMIT, COMPLETE_ABORT = TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT
@@ -74,7 +76,7 @@ def scenario(tmp_path, fake_clock, body):
             return await asyncio.wait_for(body(harness), 10)
         finally:
             harness.supervisor.stop_all()
-    return asyncio.run(main())
+    return run(main())
 
 
 async def settle() -> None:
