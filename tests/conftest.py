@@ -425,6 +425,7 @@ def _group(nodeid: str) -> str | None:
 # through another fixture), or any test of a module that starts them itself (its source names one of
 # PROCESS_WORDS; marking an in-process neighbour too costs nothing). tests/unit is marked ``unit`` and may
 # start none (tests/unit/conftest.py refuses it).
+UNIT_TESTS = Path(__file__).parent / "unit"
 PROCESS_FIXTURES = frozenset({"start_broker", "start_cluster", "java", "java4", "spark", "start_console"})
 PROCESS_WORDS = re.compile(r"subprocess|Popen|sys\.executable|BrokerProcess|LocalEtcd|start_broker|start_cluster"
                            r"|helpers\.(cluster|console|java_clients|pipeline)")
@@ -440,7 +441,7 @@ def _module_starts_processes(path: Path) -> bool:
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: _rank(item.nodeid, (*FIRST, "")))  # stable: the others keep their order
     for item in items:
-        if "unit" in item.path.relative_to(config.rootpath).parts[:2]:
+        if UNIT_TESTS in item.path.parents:
             item.add_marker(pytest.mark.unit)
         elif PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())) or _module_starts_processes(item.path):
             item.add_marker(pytest.mark.process)
