@@ -220,11 +220,11 @@ class SharePartitionManager:
         woken = asyncio.get_running_loop().create_future()
         for tp in partitions:
             self._waiters.setdefault(tp, set()).add(woken)
+        timer = clock.call_later(timeout_s, lambda: woken.done() or woken.set_result(None))
         try:
-            await asyncio.wait_for(woken, timeout_s)
-        except asyncio.TimeoutError:
-            pass
+            await woken
         finally:
+            timer.cancel()
             for tp in partitions:
                 waiting = self._waiters.get(tp)
                 if waiting is not None:
