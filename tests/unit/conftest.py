@@ -14,6 +14,8 @@ import pytest
 
 from broker import clock
 from protocol.records import parse_produce_records
+from storage.config import LogConfig
+from storage.log_manager import LogManager
 
 
 def _refuse(*_args, **_kwargs):
@@ -34,6 +36,15 @@ def fake_clock():
     previous = clock.use(fake)
     yield fake
     clock.use(previous)
+
+
+@pytest.fixture
+def logs(tmp_path):
+    """A LogManager on a fresh data directory, with no topic yet."""
+    manager = LogManager(tmp_path / "data", LogConfig())
+    manager.load()
+    yield manager
+    manager.close()
 
 
 def append(log, *batches: bytes, now_ms: int) -> tuple[int, int]:

@@ -3,26 +3,15 @@ clock's wall time: min.cleanable.dirty.ratio, min/max.compaction.lag.ms, delete.
 
 from __future__ import annotations
 
-import pytest
 
 from broker import clock
 from protocol.records import build_batch, iter_records
 from storage.cleaner import LogCleaner
-from storage.config import LogConfig
-from storage.log_manager import LogManager
 
 from .conftest import append
 
 BATCH = len(build_batch([(b"k0", b"v" * 20)], timestamp_ms=0))
 HOUR_MS = 3_600_000
-
-
-@pytest.fixture
-def logs(tmp_path, fake_clock):
-    manager = LogManager(tmp_path / "data", LogConfig())
-    manager.load()
-    yield manager
-    manager.close()
 
 
 def compacted(logs, name="t", **configs):

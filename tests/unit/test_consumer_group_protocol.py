@@ -14,8 +14,6 @@ from broker.errors import ErrorCode
 from broker.group.consumer_group import ConsumerGroup, ConsumerMember, MemberState, reconcile
 from broker.group.coordinator import GroupCoordinator
 from broker.group_configs import GroupConfigs
-from storage.config import LogConfig
-from storage.log_manager import LogManager
 
 from .test_classic_group import Manager
 
@@ -24,17 +22,14 @@ LEAVE = -1
 
 
 @pytest.fixture
-def groups(tmp_path, fake_clock):
-    logs = LogManager(tmp_path / "data", LogConfig())
-    logs.load()
+def groups(tmp_path, logs, fake_clock):
     logs.create_topic("t", 4)
     config = BrokerConfig({"log.dirs": str(tmp_path / "data")})
     coordinator = GroupCoordinator(logs, None, config, lambda *args: None, None, GroupConfigs(config))
     coordinator.manager = Manager(coordinator.manager)
     coordinator.partitions.states = {p: (ACTIVE, 0) for p in range(config["offsets.topic.num.partitions"])}
     coordinator.topic_id = logs.topic("t").topic_id
-    yield coordinator
-    logs.close()
+    return coordinator
 
 
 def heartbeat(groups, member_id="", epoch=0, owned=(), topics=("t",), instance_id=None, full=None):

@@ -10,8 +10,6 @@ import pytest
 from broker.delayed_fetch import DelayedFetch, FetchPurgatory
 from broker.log_read import READ_COMMITTED, FetchPartition, TopicPartition
 from protocol.records import build_batch
-from storage.config import LogConfig
-from storage.log_manager import LogManager
 
 from .conftest import append, run
 
@@ -20,13 +18,10 @@ READ_UNCOMMITTED = 0
 
 
 @pytest.fixture
-def logs(tmp_path):
-    manager = LogManager(tmp_path / "data", LogConfig())
-    manager.load()
-    manager.create_topic("t", 2)
-    manager.create_topic("other", 1)
-    yield manager
-    manager.close()
+def logs(logs):
+    logs.create_topic("t", 2)
+    logs.create_topic("other", 1)
+    return logs
 
 
 def produce(logs, topic="t", partition=0, value=b"v", transactional=False) -> None:

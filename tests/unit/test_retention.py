@@ -5,26 +5,15 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pytest
 
 from broker import clock
 from broker.broker import Broker
 from protocol.records import build_batch
-from storage.config import LogConfig
-from storage.log_manager import LogManager
 
 from .conftest import append
 
 HOUR_MS = 3_600_000
 BATCH = len(build_batch([(b"k", b"v" * 20)], timestamp_ms=0))
-
-
-@pytest.fixture
-def logs(tmp_path, fake_clock):
-    manager = LogManager(tmp_path / "data", LogConfig())
-    manager.load()
-    yield manager
-    manager.close()
 
 
 def topic(logs, **configs):
