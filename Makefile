@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install test-deps schemas clean bench pipeline pipeline-generate chaos lint
+.PHONY: run test test-unit install test-deps schemas clean bench pipeline pipeline-generate chaos lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,10 +60,17 @@ TEST_WORKERS ?= 3
 lint: install
 	$(BIN)/ruff check .
 
-test: test-deps
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
+# `make test` runs the unit tier first (a broken rule shows in seconds), then everything else.
+test: test-deps test-unit
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not unit" $(PYTEST_ARGS) \
 		|| (echo "re-running the tests that failed, one at a time:" \
-			&& PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q --last-failed --last-failed-no-failures none $(PYTEST_ARGS))
+			&& PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -m "not unit" --last-failed \
+				--last-failed-no-failures none $(PYTEST_ARGS))
+
+# The unit tier (tests/unit, marker `unit`): broker logic in one process with a fake clock, no broker, no
+# socket; under a minute. docs/testing.md says what belongs there.
+test-unit: install
+	$(BIN)/python -m pytest -q -n 0 -p no:cacheprovider -m unit tests/unit
 
 # the long fault runs (tests/reliability: 25 kill -9 cycles, 5 minutes of wire fuzzing, ...); `make test`
 # runs short versions of the same tests. Figures land in results/reliability/summary.{json,txt}.

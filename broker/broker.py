@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 
+from broker import clock
 from storage.catalog import TopicMetadata, validate_topic_name
 from storage.cleaner import LogCleaner
 from storage.config import LogConfig, parse_cleanup_policy
@@ -22,13 +21,13 @@ from .config.dynamic_configs import DynamicBrokerConfigs
 from .config.group_configs import GroupConfigs
 from .coordinator.internal_topics import (
     INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
     SHARE_STATE_TOPIC,
     TRANSACTION_STATE_TOPIC,
 )
 from .errors import ErrorCode
 from .fetch.delayed_fetch import FetchPurgatory
 from .fetch.fetch_session import FetchSessionCache
-from .coordinator.internal_topics import OFFSETS_TOPIC
 from .group import GroupCoordinator
 from .network.client_quotas import ClientQuotas
 from .network.descriptors import Budget
@@ -46,8 +45,6 @@ log = logging.getLogger("moldau.broker")
 # Kafka sizes the cleaner's map in entries of a 16-byte key hash and an 8-byte offset
 DEDUPE_BYTES_PER_KEY = 24
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def broker_log_config(config: BrokerConfig) -> LogConfig:
@@ -160,11 +157,10 @@ class Broker:
 
     def delete_old_segments(self, now: int) -> None:
         """Retention and DeleteRecords: drop old segments; their files go after file.delete.delay.ms."""
-        loop = asyncio.get_running_loop()
         for log_, files in self.logs.delete_old_segments(now):
             log.info("deleted %d segment(s) of %s; its log start offset is now %d",
                      sum(f.name.endswith(".log.deleted") for f in files), log_.name, log_.log_start_offset)
-            loop.call_later(log_.config.file_delete_delay_ms / 1000, _remove_files, files)
+            clock.call_later(log_.config.file_delete_delay_ms / 1000, _remove_files, files)
 
     # ---- topics -------------------------------------------------------------
 
@@ -286,4 +282,3 @@ def _metadata_store(broker: Broker) -> MetadataStore:
     return EtcdMetadataStore(broker)
 
 
-__all__ = ["Broker", "now_ms"]

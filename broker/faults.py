@@ -76,8 +76,9 @@ import asyncio
 import logging
 import os
 import signal
-import time
 from pathlib import Path
+
+from broker import clock
 
 from .config.broker_config import ConfigError
 
@@ -214,7 +215,7 @@ class EtcdGap:
             return False
         try:
             seconds, _, what = self.path.read_text().partition(" ")
-            self.until = time.monotonic() + float(seconds)
+            self.until = clock.monotonic() + float(seconds)
             self.path.unlink()
         except (OSError, ValueError):
             return False
@@ -227,12 +228,12 @@ class EtcdGap:
     def check(self, session: bool = False) -> None:
         """Raises as an unreachable etcd does while a gap lasts (for the session's keep-alives, if they
         are cut too)."""
-        if time.monotonic() < self.until and (self.mode == "" or self.mode == "watch" and not session):
+        if clock.monotonic() < self.until and (self.mode == "" or self.mode == "watch" and not session):
             raise ConnectionError(f"fault injection ({ETCD_GAP_ENV}): etcd unreachable")
 
     def drops(self) -> bool:
         """Whether a watch event is lost now."""
-        return self.mode == "drop" and time.monotonic() < self.until
+        return self.mode == "drop" and clock.monotonic() < self.until
 
 
 def etcd_gap(log_dir: Path) -> EtcdGap:
@@ -291,6 +292,6 @@ def start_cancellation_ignorer(supervisor) -> None:
 async def _ignore_cancellation() -> None:
     while True:
         try:
-            await asyncio.sleep(3600)
+            await clock.sleep(3600)
         except asyncio.CancelledError:
             log.warning("fault injection (%s): cancelled, going on", IGNORE_CANCELLATION_ENV)

@@ -19,6 +19,7 @@ from collections import Counter
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, SummaryMetricFamily
 
+from broker import clock
 from broker.errors import ErrorCode
 from broker.share import metrics as share_metrics
 from broker.transaction.metadata import TransactionState
@@ -248,7 +249,7 @@ class BrokerMetrics:
         yield GaugeMetricFamily("kafka_server_replicamanager_partitionswithlatetransactionscount",
                                 "Partitions whose last stable offset has been stuck at an open transaction "
                                 "for longer than transaction.max.timeout.ms (KIP-664)",
-                                value=self.broker.transactions.lso_watch.hanging(int(time.time() * 1000)))
+                                value=self.broker.transactions.lso_watch.hanging(clock.wall_ms()))
 
     def _cluster_view(self):
         """A clustered broker's view of etcd: the revision applied, resyncs, differences the audit found."""
@@ -306,11 +307,10 @@ class BrokerMetrics:
             writer.close()
 
     async def sample_loop_lag(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            due = loop.time() + LOOP_LAG_INTERVAL
-            await asyncio.sleep(LOOP_LAG_INTERVAL)
-            self.loop_lag.observe(max(loop.time() - due, 0.0))
+            due = clock.monotonic() + LOOP_LAG_INTERVAL
+            await clock.sleep(LOOP_LAG_INTERVAL)
+            self.loop_lag.observe(max(clock.monotonic() - due, 0.0))
 
 
 def _error_name(code: int) -> str:

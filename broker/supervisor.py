@@ -24,6 +24,7 @@ from typing import Awaitable, Callable
 
 from prometheus_client.core import CounterMetricFamily
 
+from broker import clock
 from . import faults
 
 log = logging.getLogger("moldau.supervisor")
@@ -62,7 +63,7 @@ class Supervisor:
         takes effect), as Kafka's scheduler runs its periodic tasks."""
         async def periodically() -> None:
             while True:
-                await asyncio.sleep(interval_s())
+                await clock.sleep(interval_s())
                 action()
 
         return self.start(name, periodically)
@@ -100,10 +101,10 @@ class Supervisor:
             del self.tasks[name]
 
     async def _supervise(self, name: str, factory: Factory) -> None:
-        loop, this = asyncio.get_running_loop(), asyncio.current_task()
+        this = asyncio.current_task()
         backoff = INITIAL_BACKOFF_S
         while True:
-            started = loop.time()
+            started = clock.monotonic()
             self._running.add(this)
             try:
                 if name in self._to_fail:
@@ -122,21 +123,21 @@ class Supervisor:
                 failure = exc
             finally:
                 self._running.discard(this)
-            if loop.time() - started >= HEALTHY_S:
+            if clock.monotonic() - started >= HEALTHY_S:
                 backoff = INITIAL_BACKOFF_S
             self.restarts[name] += 1
             injected = isinstance(failure, (asyncio.CancelledError, faults.InjectedFailure))
             log.error("background task %s failed%s; restarting it in %.1fs (restart %d)", name,
                       f" (fault injection: {faults.FAIL_TASKS_FILE_ENV})" if injected else "", backoff,
                       self.restarts[name], exc_info=failure)
-            await asyncio.sleep(backoff)
+            await clock.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     async def _inject_failures(self) -> None:
         """Test-only (faults.TaskFailer): a running task the fault's file names is cancelled where it waits, and
         its supervision takes that as the failure of its run; one not running fails as it starts."""
         while True:
-            await asyncio.sleep(FAULT_POLL_S)
+            await clock.sleep(FAULT_POLL_S)
             for name in self._failer.take():
                 if self.tasks.get(name) in self._running:
                     log.warning("fault injection (%s): failing background task %s", faults.FAIL_TASKS_FILE_ENV, name)

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker import clock
 from protocol.records import (
     HEADER_SIZE,
     NO_PRODUCER_ID,
@@ -62,19 +62,19 @@ class Throttler:
         self.rate = rate
         self.stopped = stopped
         self._lock = threading.Lock()
-        self._start = time.monotonic()
+        self._start = clock.monotonic()
         self._bytes = 0.0
 
     def set_rate(self, rate: float) -> None:
         """A new rate (log.cleaner.io.max.bytes.per.second changed at run time), from a fresh window."""
         with self._lock:
-            self.rate, self._start, self._bytes = rate, time.monotonic(), 0.0
+            self.rate, self._start, self._bytes = rate, clock.monotonic(), 0.0
 
     def take(self, count: int) -> None:
         """Account for ``count`` bytes, sleeping while the threads are ahead of the rate."""
         with self._lock:
             self._bytes += count
-            now = time.monotonic()
+            now = clock.monotonic()
             due = self._start + self._bytes / self.rate
             if now - self._start > 1.0 and due <= now:  # a fresh window once the rate is kept
                 self._start, self._bytes = now, 0.0

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
 import uuid
 from bisect import bisect_right
 from pathlib import Path
 from typing import Callable, Iterator
 
+from broker import clock
 from protocol.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
@@ -77,10 +77,6 @@ def read_topic_id(directory: Path) -> uuid.UUID | None:
         raise InconsistentMetadata(f"unreadable {path}") from None
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _segment_base(segment: LogSegment) -> int:
     return segment.base_offset
 
@@ -120,7 +116,7 @@ class Log:
         self.topic, self.partition = parsed
         self.config = config
         self.repairs: list[str] = []
-        now_ms = _now_ms() if now_ms is None else now_ms
+        now_ms = clock.wall_ms() if now_ms is None else now_ms
         self._last_flush_ms = now_ms
         self._dir_dirty = False
         directory.mkdir(parents=True, exist_ok=True)
@@ -481,7 +477,7 @@ class Log:
         self.leader_epochs.truncate_from_end(self.log_end_offset)
         if self._high_watermark is not None:
             self._high_watermark = min(self._high_watermark, self.log_end_offset)
-        self._load_producer_state(_now_ms())
+        self._load_producer_state(clock.wall_ms())
         self.notify_watchers()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -489,7 +485,7 @@ class Log:
         log start (Kafka's truncateFullyAndStartAt)."""
         for segment in self._segments:
             segment.delete()
-        self._segments = [self._new_segment(offset, _now_ms())]
+        self._segments = [self._new_segment(offset, clock.wall_ms())]
         self._log_start_offset = self.recovery_point = offset
         self._high_watermark = offset
         self.producer_state.clear()
@@ -587,7 +583,7 @@ class Log:
             self._complete_swap(swap)
         fsync_dir(self.directory)
         for segment, _ in current:
-            replacement = LogSegment(self.directory, segment.base_offset, self.config.index_interval_bytes, _now_ms())
+            replacement = LogSegment(self.directory, segment.base_offset, self.config.index_interval_bytes, clock.wall_ms())
             replacement.rebuild_indexes()
             replacement.txn_index.load()
             self._segments[positions[id(segment)]] = replacement
@@ -725,7 +721,7 @@ class Log:
             fsync_dir(self.directory)
             self._dir_dirty = False
         self.recovery_point = self.log_end_offset
-        self._last_flush_ms = _now_ms() if now_ms is None else now_ms
+        self._last_flush_ms = clock.wall_ms() if now_ms is None else now_ms
 
     def flush_if_due(self, now_ms: int) -> bool:
         """Flush if flush.ms has passed since the last flush and there is unflushed data."""

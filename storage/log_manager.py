@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import shutil
-import time
 import types
 import uuid
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
+from broker import clock
 from storage.catalog import (
     TopicMetadata,
     append_catalog,
@@ -483,7 +483,7 @@ class _Recovery:
         self.total = sum(self.sizes.values())
         self.partitions_done = self.bytes_done = 0
         self.progress_every_s = progress_every_s
-        self.started = self.reported = time.monotonic()
+        self.started = self.reported = clock.monotonic()
         log.warning("%s was not shut down cleanly (no %s): recovering %d partitions, checking %s from their "
                     "recovery points", log_dir, CLEAN_SHUTDOWN_FILE, len(self.sizes), _mib(self.total))
 
@@ -497,14 +497,14 @@ class _Recovery:
             self._report_progress()
 
     def _report_progress(self) -> None:
-        now = time.monotonic()
+        now = clock.monotonic()
         if now - self.reported >= self.progress_every_s and self.partitions_done < len(self.sizes):
             self.reported = now
             log.info("recovery: %d of %d partitions, %s of %s checked, %.0f s so far", self.partitions_done,
                      len(self.sizes), _mib(self.bytes_done), _mib(self.total), now - self.started)
 
     def done(self, repairs: int) -> None:
-        log.info("recovery done in %.1f s: %d partitions, %s checked, %d repaired", time.monotonic() - self.started,
+        log.info("recovery done in %.1f s: %d partitions, %s checked, %d repaired", clock.monotonic() - self.started,
                  len(self.sizes), _mib(self.total), repairs)
 
 

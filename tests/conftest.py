@@ -421,9 +421,30 @@ def _group(nodeid: str) -> str | None:
     return None if heavy is None else f"heavy-{heavy % 2}"
 
 
+# A test that may start a process is marked ``process``: one using a fixture that starts one (directly or
+# through another fixture), or any test of a module that starts them itself (its source names one of
+# PROCESS_WORDS; marking an in-process neighbour too costs nothing). tests/unit is marked ``unit`` and may
+# start none (tests/unit/conftest.py refuses it).
+UNIT_TESTS = Path(__file__).parent / "unit"
+PROCESS_FIXTURES = frozenset({"start_broker", "start_cluster", "java", "java4", "spark", "start_console"})
+PROCESS_WORDS = re.compile(r"subprocess|Popen|sys\.executable|BrokerProcess|LocalEtcd|start_broker|start_cluster"
+                           r"|helpers\.(cluster|console|java_clients|pipeline)")
+_starts_processes: dict[Path, bool] = {}
+
+
+def _module_starts_processes(path: Path) -> bool:
+    if path not in _starts_processes:
+        _starts_processes[path] = bool(PROCESS_WORDS.search(path.read_text(errors="replace")))
+    return _starts_processes[path]
+
+
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: _rank(item.nodeid, (*FIRST, "")))  # stable: the others keep their order
     for item in items:
+        if UNIT_TESTS in item.path.parents:
+            item.add_marker(pytest.mark.unit)
+        elif PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())) or _module_starts_processes(item.path):
+            item.add_marker(pytest.mark.process)
         if "integration" in item.path.parts:
             item.add_marker(pytest.mark.integration)
             if item.get_closest_marker("timeout") is None:

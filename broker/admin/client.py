@@ -34,6 +34,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from broker import clock
 from protocol import codec
 from protocol.frames import API_KEYS
 
@@ -248,7 +249,7 @@ class AdminClient:
                 except _Unreachable:
                     if backoff is None and address == addresses[-1]:
                         raise
-            await asyncio.sleep(backoff)
+            await clock.sleep(backoff)
         raise AssertionError("not reached")
 
     async def send_to_leader(self, topic: str, partition: int, api: str, body: dict | Callable[[int], dict]) -> dict:

@@ -18,9 +18,9 @@ producer whose open transaction starts at --start-offset, with that producer's e
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
+from broker import clock
 from ..errors import ErrorCode
 from . import command
 from .client import AdminClient, AdminError, KafkaError
@@ -174,7 +174,7 @@ async def _list(admin: AdminClient, args) -> None:
 async def _describe(admin: AdminClient, args) -> None:
     state = await admin.describe_transaction(args.transactional_id)
     start = state["transaction_start_time_ms"]
-    duration = int(time.time() * 1000) - start if start >= 0 else -1
+    duration = clock.wall_ms() - start if start >= 0 else -1
     print(tab_table(DESCRIBE_HEADERS, [(
         state["coordinator"], state["transactional_id"], state["producer_id"], state["producer_epoch"],
         state["transaction_state"], state["transaction_timeout_ms"], _none(start), _none(duration),
@@ -189,7 +189,7 @@ async def _describe_producers(admin: AdminClient, args) -> None:
 
 
 async def _find_hanging(admin: AdminClient, args) -> None:
-    now = int(time.time() * 1000)
+    now = clock.wall_ms()
     found = await find_hanging(admin, await _partitions(admin, args.topic, args.partition),
                                args.max_transaction_timeout * 60_000, now)
     print(tab_table(FIND_HANGING_HEADERS, [

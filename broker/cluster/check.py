@@ -15,6 +15,7 @@ import sys
 
 import aetcd
 
+from broker import clock
 from broker.admin.client import AdminClient, AdminError
 
 from .etcd_store import grpc_target, parse_connect
@@ -98,7 +99,7 @@ async def _check(etcd_connect: str, bootstrap: str, timeout_s: float) -> tuple[l
     async with AdminClient(bootstrap, timeout_s=timeout_s) as admin:
         asked, divergent = await _divergent(etcd_connect, admin)
         if divergent:  # (a change on its way through the watches)
-            await asyncio.sleep(RECHECK_S)
+            await clock.sleep(RECHECK_S)
             asked, divergent = await _divergent(etcd_connect, admin)
     return asked, divergent
 

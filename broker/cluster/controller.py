@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 
+from broker import clock
 from .metadata import NO_LEADER, PartitionState
 
 log = logging.getLogger("moldau.controller")
@@ -87,7 +88,7 @@ class Controller:
         each partition's preferred replica (the first) its leader again where it is in sync."""
         config = self.store.broker.config
         while True:
-            await asyncio.sleep(config["leader.imbalance.check.interval.seconds"])
+            await clock.sleep(config["leader.imbalance.check.interval.seconds"])
             if not (self.active and config["auto.leader.rebalance.enable"]):
                 continue
             live = set(self.store.cache.brokers)
@@ -113,7 +114,7 @@ class Controller:
                 raise
             except Exception as exc:  # etcd away or a lost race: look again shortly
                 log.warning("controller pass failed: %s", exc)
-                await asyncio.sleep(0.5)
+                await clock.sleep(0.5)
                 self._wake.set()
 
     async def _try_to_become_controller(self) -> None:

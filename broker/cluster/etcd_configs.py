@@ -9,13 +9,13 @@ DescribeConfigs / DescribeClientQuotas and every leader enforces the same limits
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from urllib.parse import quote, unquote
 
-from broker.network.client_quotas import Entity, altered
+from broker import clock
 from broker.config.dynamic_configs import DEFAULT_ENTITY
+from broker.network.client_quotas import Entity, altered
 from storage.errors import InvalidConfig, UnknownTopic
 
 from . import etcd_store
@@ -137,7 +137,7 @@ class EtcdConfigs:
         for _ in range(int(timeout_s / 0.05)):
             if applied():
                 return
-            await asyncio.sleep(0.05)
+            await clock.sleep(0.05)
 
     async def _alter_configs(self, key: bytes, change, validate_only: bool, in_force, what: str) -> None:
         """CAS of a ``{name: value}`` key on its mod revision (version 0 if absent; an empty set deletes it),

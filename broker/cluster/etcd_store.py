@@ -33,6 +33,7 @@ import aetcd
 from aetcd import rpc
 from aetcd import utils as etcd_utils
 
+from broker import clock
 from broker import faults
 from broker.coordinator.internal_topics import INTERNAL_TOPIC_SETTINGS
 from broker.network.listeners import advertised_endpoints, inter_broker_endpoint
@@ -183,7 +184,6 @@ class EtcdMetadataStore(MetadataStore):
         key = self.key("brokers", "ids", node)
         info = self._registration()
         self.lease = await self.client.lease(self.ttl)
-        loop = asyncio.get_running_loop()
         seen: list[tuple[float, int]] = []  # (when, TTL) of the registration's lease, oldest first
         next_line = 0.0
         while True:
@@ -196,16 +196,16 @@ class EtcdMetadataStore(MetadataStore):
             if found is not None:
                 other = BrokerInfo.decode(found.value)
                 ttl = (await self.client.get_lease_info(found.lease, keys=False)).TTL
-                seen.append((loop.time(), ttl))
+                seen.append((clock.monotonic(), ttl))
                 if first and renewed_throughout(seen, RENEWAL_WINDOW_S):
                     raise NodeIdInUse(f"node.id {node} is in use by a live broker at {other.host}:{other.port} "
                                       f"(its etcd session is being renewed); give this broker another node.id")
-                if loop.time() >= next_line:
+                if clock.monotonic() >= next_line:
                     log.info("node.id %d is still registered by an earlier run (%s:%d); its session expires in "
                              "%d s, waiting", node, other.host, other.port, max(ttl, 0))
-                    next_line = loop.time() + COUNTDOWN_S
+                    next_line = clock.monotonic() + COUNTDOWN_S
             await self.lease.refresh()
-            await asyncio.sleep(RETRY_S)
+            await clock.sleep(RETRY_S)
         log.info("registered as broker %d in etcd (session timeout %ds)", node, self.ttl)
 
     def _registration(self) -> BrokerInfo:
@@ -232,7 +232,7 @@ class EtcdMetadataStore(MetadataStore):
         lost = False
         while True:
             # often, so that only a stall of nearly the whole session timeout loses it (docs/performance.md)
-            await asyncio.sleep(min(KEEPALIVE_S, self.ttl / 3))
+            await clock.sleep(min(KEEPALIVE_S, self.ttl / 3))
             try:
                 self.etcd_gap.check(session=True)
                 reply = await self.lease.refresh()
@@ -356,7 +356,7 @@ class EtcdMetadataStore(MetadataStore):
                                 "history compacted past revision %d" % self.revision
                                 if isinstance(exc, aetcd.exceptions.RevisionCompactedError) else exc)
                 failing = self._stale = True
-                await asyncio.sleep(RETRY_S)
+                await clock.sleep(RETRY_S)
             finally:
                 self._watch_stream = None
 
@@ -372,7 +372,7 @@ class EtcdMetadataStore(MetadataStore):
         ahead of its watch) is counted, logged and repaired by a resync."""
         suspects: set[str] = set()
         while True:
-            await asyncio.sleep(AUDIT_CONFIRM_S if suspects else self.broker.config["etcd.audit.interval.ms"] / 1000)
+            await clock.sleep(AUDIT_CONFIRM_S if suspects else self.broker.config["etcd.audit.interval.ms"] / 1000)
             if self._stale:
                 suspects = set()
                 continue
@@ -423,7 +423,7 @@ class EtcdMetadataStore(MetadataStore):
 
     async def _inject_etcd_gaps(self) -> None:
         while True:
-            await asyncio.sleep(0.2)
+            await clock.sleep(0.2)
             if self.etcd_gap.poll():
                 self._break_watch()
 
@@ -669,11 +669,11 @@ class EtcdMetadataStore(MetadataStore):
                     log.warning("could not release the claim on topic %s (%s); it ends with the etcd session",
                                 name, exc)
                     return
-                await asyncio.sleep(RETRY_S)
+                await clock.sleep(RETRY_S)
 
     async def _topic_write_step(self, compare: list, ops: list) -> bool:
         if self.topic_write_delay_s:
-            await asyncio.sleep(self.topic_write_delay_s)
+            await clock.sleep(self.topic_write_delay_s)
         ok, _ = await self.client.transaction(compare=compare, success=ops, failure=[])
         return ok
 
@@ -694,7 +694,7 @@ class EtcdMetadataStore(MetadataStore):
             if topic is not None and topic.num_partitions >= partitions and all(
                     self.cache.partition_state(name, p) for p in range(partitions)):
                 return topic
-            await asyncio.sleep(0.05)
+            await clock.sleep(0.05)
         return self.broker.logs.topic(name)
 
     def auto_create(self, name: str, num_partitions: int) -> TopicMetadata | None:
@@ -772,7 +772,7 @@ class EtcdMetadataStore(MetadataStore):
         for _ in range(100):
             if self.broker.logs.topic(name) is None:
                 return
-            await asyncio.sleep(0.05)
+            await clock.sleep(0.05)
 
     async def drop_orphan_partitions(self) -> None:
         """The controller's: partition states that no topic key counts and no claim covers -- left by a
@@ -808,12 +808,12 @@ class EtcdMetadataStore(MetadataStore):
     async def _check_isrs(self) -> None:
         """The leader's periodic ISR check, at half of replica.lag.time.max.ms as in Kafka."""
         while True:
-            await asyncio.sleep(self.broker.config["replica.lag.time.max.ms"] / 2000)
+            await clock.sleep(self.broker.config["replica.lag.time.max.ms"] / 2000)
             self.broker.replicas.shrink_isrs()
 
     async def _checkpoint_high_watermarks(self) -> None:
         while True:
-            await asyncio.sleep(self.broker.config["replica.high.watermark.checkpoint.interval.ms"] / 1000)
+            await clock.sleep(self.broker.config["replica.high.watermark.checkpoint.interval.ms"] / 1000)
             self._write_high_watermarks()
 
     def _write_high_watermarks(self) -> None:

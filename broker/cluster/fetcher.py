@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
+from broker import clock
 from broker.cluster import stages
 from broker.errors import ErrorCode
 from protocol import codec
@@ -116,7 +116,7 @@ class ReplicaFetcher:
             leader = self.broker.store.cache.brokers.get(self.leader_id)
             request, sent = self._request(wait_ms, config["replica.fetch.max.bytes"]) if leader else (None, {})
             if request is None:
-                await asyncio.sleep(RETRY_BACKOFF_S)
+                await clock.sleep(RETRY_BACKOFF_S)
                 continue
             try:
                 response = await self.connection.request((leader.host, leader.port), "Fetch", FETCH_VERSION,
@@ -129,13 +129,13 @@ class ReplicaFetcher:
                 failing = True
                 self.broker.store.peer_connection_failed(self.leader_id, exc)
                 self.session.start_over()
-                await asyncio.sleep(RETRY_BACKOFF_S)
+                await clock.sleep(RETRY_BACKOFF_S)
                 continue
             failing = False
             if delay := self.broker.slow_disk.delay_s():
-                await asyncio.sleep(delay)
+                await clock.sleep(delay)
             if self._handle(response, sent):
-                await asyncio.sleep(RETRY_BACKOFF_S)  # errors: wait for the metadata to move on
+                await clock.sleep(RETRY_BACKOFF_S)  # errors: wait for the metadata to move on
 
     def _request(self, wait_ms: int, max_bytes: int) -> tuple[dict | None, dict]:
         """The next Fetch request, and each partition's fetch state it was made from."""
@@ -182,7 +182,7 @@ class ReplicaFetcher:
             log.info("fetch session with broker %d: %s: the next fetch is a full one", self.leader_id,
                      ErrorCode(response["error_code"]).name)
         clean = True
-        now = int(time.time() * 1000)
+        now = clock.wall_ms()
         for topic_response in response["responses"]:
             topic = self.broker.logs.topic_by_id(topic_response["topic_id"])
             if topic is None:

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from broker import clock
+
 
 _PR_SET_PDEATHSIG = 1
 
@@ -84,8 +86,8 @@ class EtcdMember:
                                          preexec_fn=die_with_parent if self.die_with_parent else None)
 
     def wait_listening(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        deadline = clock.monotonic() + timeout
+        while clock.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"etcd exited with {self.proc.returncode}; see {self.log_path}")
             try:

@@ -16,10 +16,9 @@ import asyncio
 import heapq
 import itertools
 import logging
-import time
 from dataclasses import dataclass
 
-from broker import faults
+from broker import clock, faults
 from broker.cluster import stages
 from broker.errors import ErrorCode
 from storage.log import Log
@@ -30,10 +29,6 @@ log = logging.getLogger("moldau.replica")
 _arrivals = itertools.count()  # orders waits for the same offset, so the heap never compares futures
 
 ROLE_SUMMARY_S = 0.1  # leaderships taken or given up within this long are logged in one line
-
-
-def _monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 @dataclass
@@ -90,7 +85,7 @@ class Partition:
     # --- the leader's view of its followers -------------------------------------------------
 
     def become_leader(self, state: PartitionState) -> None:
-        now = _monotonic_ms()
+        now = clock.monotonic_ms()
         # ISR members count as caught up now: they get replica.lag.time.max.ms to show it
         self.followers = {r: FollowerState(last_caught_up_ms=now) for r in state.replicas if r != self.manager.node_id}
         self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
@@ -108,7 +103,7 @@ class Partition:
         follower = self.followers.get(replica_id)
         if follower is None or fetch_offset > self.log.log_end_offset:
             return
-        now = _monotonic_ms()
+        now = clock.monotonic_ms()
         leader_end = self.log.log_end_offset
         if fetch_offset >= leader_end:
             follower.last_caught_up_ms = now
@@ -128,7 +123,7 @@ class Partition:
         return fetch_offset >= self.high_watermark and fetch_offset >= epoch_start
 
     def lagging_isr_members(self, max_lag_ms: int) -> list[int]:
-        now = _monotonic_ms()
+        now = clock.monotonic_ms()
         return [r for r in self.state.isr if r in self.followers and now - self.followers[r].last_caught_up_ms > max_lag_ms]
 
     def maybe_advance_high_watermark(self) -> None:
@@ -156,11 +151,12 @@ class Partition:
             return True
         fut = asyncio.get_running_loop().create_future()
         heapq.heappush(self._hw_waiters, (offset, next(_arrivals), leader_epoch, fut))
+        # (a wait that timed out leaves the heap when the high watermark passes it)
+        timer = clock.call_later(timeout_s, lambda: fut.done() or fut.set_result(False))
         try:
-            async with asyncio.timeout(timeout_s):
-                return await fut  # (a wait that timed out leaves the heap when the high watermark passes it)
-        except TimeoutError:
-            return False
+            return await fut
+        finally:
+            timer.cancel()
 
     async def wait_for_replication(self, offset: int, leader_epoch: int, timeout_s: float) -> ErrorCode:
         """acks=all once appended below ``offset`` at ``leader_epoch``: the error its writer gets (NONE once
@@ -168,7 +164,7 @@ class Partition:
         if self.manager.replication_wait_delay_s:
             log.warning("%s-%d: fault injection (%s): the wait for offset %d starts in %.1fs", self.topic, self.index,
                         faults.DELAY_REPLICATION_WAIT_ENV, offset, self.manager.replication_wait_delay_s)
-            await asyncio.sleep(self.manager.replication_wait_delay_s)
+            await clock.sleep(self.manager.replication_wait_delay_s)
         if await self.wait_for_high_watermark(offset, leader_epoch, timeout_s):
             if len(self.state.isr) < self.log.config.min_insync_replicas:
                 return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -223,7 +219,7 @@ class Partition:
             self.manager.isr_shrinks += bool(set(old.isr) - set(state.isr))
             self.manager.isr_expands += bool(set(state.isr) - set(old.isr))
             # a reassignment adds followers (tracked from their first fetch) or takes them away
-            now = _monotonic_ms()
+            now = clock.monotonic_ms()
             self.followers = {r: self.followers.get(r) or FollowerState(last_caught_up_ms=now)
                               for r in state.replicas if r != me}
             self.maybe_advance_high_watermark()  # an ISR that shrank may let the high watermark move
@@ -247,7 +243,7 @@ class ReplicaManager:
         """A leadership taken or given up, logged with the others of the same moment in one line (a failover
         moves thousands at once)."""
         if not self._roles:
-            asyncio.get_running_loop().call_later(ROLE_SUMMARY_S, self._log_roles)
+            clock.call_later(ROLE_SUMMARY_S, self._log_roles)
         self._roles.setdefault(role, []).append(what)
 
     def _log_roles(self) -> None:
@@ -338,7 +334,7 @@ class ReplicaManager:
                     log.warning("%s-%d: fault injection (%s): holding the ISR change to %s for %.1fs",
                                 partition.topic, partition.index, faults.DELAY_ISR_EXPANSION_ENV, list(isr),
                                 self.expansion_delay_s)
-                    await asyncio.sleep(self.expansion_delay_s)
+                    await clock.sleep(self.expansion_delay_s)
                 if await self.store.alter_partition(partition.topic, partition.index, current, proposed):
                     log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, list(current.isr), list(isr))
                 else:  # the newer state the watch brings replaces the proposal (apply)

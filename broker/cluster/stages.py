@@ -17,8 +17,8 @@ records up to that offset), ``appended``, ``fetch-sent`` (its next fetch, from t
 from __future__ import annotations
 
 import logging
-import time
 
+from broker import clock
 from protocol.records import valid_prefix
 
 log = logging.getLogger("moldau.stages")
@@ -30,7 +30,7 @@ def on() -> bool:
 
 def mark(stage: str, topic: str, partition: int, offset: int, replica: int | None = None) -> None:
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("%s %s-%d %d %.6f%s", stage, topic, partition, offset, time.monotonic(),
+        log.debug("%s %s-%d %d %.6f%s", stage, topic, partition, offset, clock.monotonic(),
                   "" if replica is None else f" replica {replica}")
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import time
 from typing import Awaitable, Callable, Iterator, TypeVar, Union
 
+from broker import clock
 from protocol.records import BatchHeader, read_header
 from storage.errors import InvalidProducerEpoch, RecordBatchTooLarge
 from storage.log import Log
@@ -109,12 +109,12 @@ async def replay(log_: Log, feed: Callable[[BatchHeader, bytes], None]) -> None:
     position = 0
     while True:
         fed = 0
-        step_ends = time.monotonic() + LOAD_STEP_S
+        step_ends = clock.monotonic() + LOAD_STEP_S
         for hdr, data in _from(log_, position):
             feed(hdr, data)
             position = hdr.next_offset
             fed += 1
-            if time.monotonic() > step_ends:
+            if clock.monotonic() > step_ends:
                 break
         if position >= log_.log_end_offset or fed == 0:
             return

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
+from broker import clock
 from storage.log import Log
 from storage.log_manager import LogManager
 
@@ -103,7 +104,7 @@ class FetchPurgatory:
         cancelled wait (its connection closed) stops being watched too."""
         for name in delayed.topics:
             self._watchers.setdefault(name, set()).add(delayed)
-        timer = asyncio.get_running_loop().call_later(max_wait_s, delayed.force_complete)
+        timer = clock.call_later(max_wait_s, delayed.force_complete)
 
         def done(_) -> None:
             timer.cancel()

@@ -25,9 +25,10 @@ import re._parser as re_parser
 import uuid
 from collections import Counter
 
+from broker import clock
 from broker.coordinator.partitions import Pending, then
-from broker.errors import ErrorCode
 from broker.coordinator.record_fields import RecordFormatError
+from broker.errors import ErrorCode
 
 from . import consumer_records as records
 from .assignors import ASSIGNORS, Assignment, AssignmentSpec
@@ -48,8 +49,6 @@ from .metadata import (
     JoinGroupResult,
     MemberMetadata,
     SyncGroupResult,
-    call_later as _call_later,
-    now_ms,
 )
 
 log = logging.getLogger("moldau.group")
@@ -157,7 +156,7 @@ class ConsumerGroupCoordinator:
         if not create:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID)
         if holder is None:
-            holder = self.coordinator.groups[group_id] = GroupMetadata(group_id, now_ms())
+            holder = self.coordinator.groups[group_id] = GroupMetadata(group_id, clock.wall_ms())
         elif holder.generation_id or holder.protocol_type:
             batch.extend(self.coordinator.manager.classic_group_tombstone(group_id))
         holder.consumer = ConsumerGroup()
@@ -273,8 +272,8 @@ class ConsumerGroupCoordinator:
             member.rebalance_timer.cancel()
             member.rebalance_timer = None
         if member.state == MemberState.UNREVOKED_PARTITIONS:
-            member.rebalance_timer = _call_later(max(member.rebalance_timeout_ms, 0), self._on_rebalance_timeout,
-                                                 group_id, member, member.member_epoch)
+            member.rebalance_timer = clock.call_later(max(member.rebalance_timeout_ms, 0) / 1000,
+                                                      self._on_rebalance_timeout, group_id, member, member.member_epoch)
 
     # ---- leaving and fencing ---------------------------------------------------------
 
@@ -335,7 +334,7 @@ class ConsumerGroupCoordinator:
             member.session_timer.cancel()
         timeout = (member.classic_session_timeout_ms
                    or self.group_configs.value(holder.group_id, "consumer.session.timeout.ms"))
-        member.session_timer = _call_later(timeout, self._on_session_timeout, holder.group_id, member)
+        member.session_timer = clock.call_later(timeout / 1000, self._on_session_timeout, holder.group_id, member)
 
     def _on_session_timeout(self, group_id: str, member: ConsumerMember) -> None:
         member.session_timer = None
@@ -525,8 +524,9 @@ class ConsumerGroupCoordinator:
         for member in group.members.values():
             self._schedule_session_timeout(holder, member)
             if member.state == MemberState.UNREVOKED_PARTITIONS:
-                member.rebalance_timer = _call_later(max(member.rebalance_timeout_ms, 0), self._on_rebalance_timeout,
-                                                     holder.group_id, member, member.member_epoch)
+                member.rebalance_timer = clock.call_later(max(member.rebalance_timeout_ms, 0) / 1000,
+                                                          self._on_rebalance_timeout, holder.group_id, member,
+                                                          member.member_epoch)
 
     def _assigned_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
         """The subscribed topics the stored target assignment was computed for, as far as it tells: every

@@ -3,7 +3,7 @@
 A group moves Empty -> PreparingRebalance -> CompletingRebalance -> Stable
 (and back to PreparingRebalance whenever membership or subscriptions change).
 JoinGroup and SyncGroup are answered through futures that complete when the
-rebalance reaches them. Every deadline is a loop timer (call_later) that is
+rebalance reaches them. Every deadline is a timer (broker/clock.py's call_later) that is
 re-armed or cancelled as the group moves on: the initial rebalance delay, the
 rebalance timeout (members that do not rejoin are dropped), the sync timeout
 (members that never send SyncGroup are dropped), each member's session
@@ -27,15 +27,17 @@ import logging
 import uuid
 from typing import Awaitable, Callable, Union
 
+from broker import clock
 from broker.coordinator.partitions import OwnedPartitions, Pending, then
 from broker.errors import ErrorCode
 
+from ..coordinator.internal_topics import OFFSETS_TOPIC
 from . import consumer_records, records
 from .consumer_coordinator import ConsumerGroupCoordinator
-from ..coordinator.internal_topics import OFFSETS_TOPIC
 from .manager import GroupMetadataManager
 from .metadata import (
     CONSUMER_PROTOCOL_TYPE,
+    UNKNOWN_MEMBER_ID,
     CommittedOffset,
     GroupMetadata,
     GroupState,
@@ -43,9 +45,6 @@ from .metadata import (
     MemberMetadata,
     SyncGroupResult,
     TopicPartition,
-    UNKNOWN_MEMBER_ID,
-    call_later as _call_later,
-    now_ms,
 )
 
 # A new member's JoinGroup cannot heartbeat; drop it if its rebalance never completes.
@@ -155,7 +154,7 @@ class GroupCoordinator:
             return result if inspect.isawaitable(result) else _answered(result)
         else:
             if group is None:
-                group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
+                group = self.groups[group_id] = GroupMetadata(group_id, clock.wall_ms())
             if group.consumer is not None:  # an empty consumer-protocol group becomes a classic one
                 self.manager.store_records(group_id, consumer_records.group_tombstones(group_id))
                 group.consumer = None
@@ -180,8 +179,8 @@ class GroupCoordinator:
             future.set_result(JoinGroupResult(ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID))
         elif instance_id is None and require_known_member_id:
             # the client must come back with this id: a member that gives up leaves no trace
-            group.pending_members[joining.member_id] = _call_later(
-                joining.session_timeout_ms, self._on_pending_member_expired, group, joining.member_id
+            group.pending_members[joining.member_id] = clock.call_later(
+                joining.session_timeout_ms / 1000, self._on_pending_member_expired, group, joining.member_id
             )
             future.set_result(JoinGroupResult(ErrorCode.MEMBER_ID_REQUIRED, joining.member_id))
         else:
@@ -274,9 +273,9 @@ class GroupCoordinator:
             # let more of a starting group's members arrive before the first generation
             delay = self.config["group.initial.rebalance.delay.ms"]
             remaining = max(group.rebalance_timeout_ms - delay, 0)
-            group.join_timer = _call_later(delay, self._on_initial_delay_expired, group, remaining)
+            group.join_timer = clock.call_later(delay / 1000, self._on_initial_delay_expired, group, remaining)
         else:
-            group.join_timer = _call_later(group.rebalance_timeout_ms, self._complete_join, group)
+            group.join_timer = clock.call_later(group.rebalance_timeout_ms / 1000, self._complete_join, group)
             self._try_complete_join(group)
 
     def _on_initial_delay_expired(self, group: GroupMetadata, remaining_ms: int) -> None:
@@ -285,7 +284,8 @@ class GroupCoordinator:
         if group.new_member_added and remaining_ms > 0:
             group.new_member_added = False
             delay = min(self.config["group.initial.rebalance.delay.ms"], remaining_ms)
-            group.join_timer = _call_later(delay, self._on_initial_delay_expired, group, remaining_ms - delay)
+            group.join_timer = clock.call_later(delay / 1000, self._on_initial_delay_expired, group,
+                                                remaining_ms - delay)
         else:
             self._complete_join(group)
 
@@ -305,9 +305,9 @@ class GroupCoordinator:
             group.remove(member.member_id)
         if group.members and not group.elect_joined_leader():
             log.warning("group %s: no member rejoined; waiting for session timeouts", group.group_id)
-            group.join_timer = _call_later(group.rebalance_timeout_ms, self._complete_join, group)
+            group.join_timer = clock.call_later(group.rebalance_timeout_ms / 1000, self._complete_join, group)
             return
-        group.init_next_generation(now_ms())
+        group.init_next_generation(clock.wall_ms())
         if group.is_in(EMPTY):
             log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
             self._store_or_log(group, {})
@@ -318,7 +318,8 @@ class GroupCoordinator:
             group.complete_join(member, self._join_result(group, member))
             self._schedule_session_timeout(group, member)
             member.is_new = False
-        group.sync_timer = _call_later(group.rebalance_timeout_ms, self._on_sync_expired, group, group.generation_id)
+        group.sync_timer = clock.call_later(group.rebalance_timeout_ms / 1000, self._on_sync_expired, group,
+                                            group.generation_id)
 
     def _store_or_log(self, group: GroupMetadata, assignment: dict[str, bytes]) -> None:
         error = self.manager.store_group(group, assignment)
@@ -495,7 +496,7 @@ class GroupCoordinator:
     def _schedule_session_timeout(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None) -> None:
         member.cancel_session_timer()
         timeout_ms = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        member.session_timer = _call_later(timeout_ms, self._on_session_expired, group, member)
+        member.session_timer = clock.call_later(timeout_ms / 1000, self._on_session_expired, group, member)
 
     def _on_session_expired(self, group: GroupMetadata, member: MemberMetadata) -> None:
         member.session_timer = None
@@ -531,7 +532,7 @@ class GroupCoordinator:
         if group is None:
             if generation_id >= 0:
                 return dict.fromkeys(offsets, ErrorCode.GROUP_ID_NOT_FOUND)
-            group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
+            group = self.groups[group_id] = GroupMetadata(group_id, clock.wall_ms())
         if group.consumer is not None:
             error = self.consumer.commit_error(group.consumer, member_id, generation_id)
         elif generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
@@ -557,7 +558,7 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, error)
         group = self.groups.get(group_id)
         if group is None:
-            group = self.groups[group_id] = GroupMetadata(group_id, now_ms())
+            group = self.groups[group_id] = GroupMetadata(group_id, clock.wall_ms())
         if group.consumer is not None and (member_id != UNKNOWN_MEMBER_ID or generation_id >= 0):
             error = self.consumer.commit_error(group.consumer, member_id, generation_id)
             if error == ErrorCode.NONE:
@@ -670,7 +671,7 @@ class GroupCoordinator:
 
     def _check_retention(self) -> None:
         """Expire offsets past offsets.retention.minutes; an Empty group left with none is removed."""
-        now = now_ms()
+        now = clock.wall_ms()
         retention_ms = self.config["offsets.retention.minutes"] * 60_000
         expired_total = 0
         for group in list(self.groups.values()):

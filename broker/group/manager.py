@@ -13,12 +13,9 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
+from broker import clock
 from broker.coordinator import partitions as coordinator_partitions
-from broker.coordinator.internal_topics import (
-    OFFSETS_TOPIC,
-    open_internal_topic,
-    partition_for,
-)
+from broker.coordinator.internal_topics import OFFSETS_TOPIC, open_internal_topic, partition_for
 from broker.errors import ErrorCode
 from protocol.errors import CorruptRecord
 from protocol.records import (
@@ -32,7 +29,7 @@ from protocol.records import (
 from storage.log_manager import LogManager
 
 from . import consumer_records, records
-from .metadata import CommittedOffset, GroupMetadata, GroupState, TopicPartition, now_ms
+from .metadata import CommittedOffset, GroupMetadata, GroupState, TopicPartition
 
 log = logging.getLogger("moldau.group")
 
@@ -154,7 +151,7 @@ class GroupMetadataManager:
         if len(buf) > self.config["message.max.bytes"]:
             return ErrorCode.MESSAGE_TOO_LARGE, -1
         error, first = coordinator_partitions.append(
-            self.replicas, OFFSETS_TOPIC, partition, buf, now_ms(), self.config["offsets.commit.required.acks"],
+            self.replicas, OFFSETS_TOPIC, partition, buf, clock.wall_ms(), self.config["offsets.commit.required.acks"],
             from_coordinator=producer is not None)
         if error == ErrorCode.NONE:
             self.notify_append(OFFSETS_TOPIC, partition)

@@ -10,26 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import time
 from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
+from broker import clock
 from broker.errors import ErrorCode
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 UNKNOWN_MEMBER_ID = ""
 
 TopicPartition = tuple[str, int]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def call_later(delay_ms: int, callback, *args) -> asyncio.TimerHandle:
-    return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback, *args)
 
 
 class GroupState(Enum):
@@ -178,7 +170,7 @@ class GroupMetadata:
         if self.state not in _VALID_PREVIOUS[state]:
             raise RuntimeError(f"group {self.group_id}: illegal transition {self.state.value} -> {state.value}")
         self.state = state
-        self.state_timestamp = now_ms() if now is None else now
+        self.state_timestamp = clock.wall_ms() if now is None else now
 
     # ---- members --------------------------------------------------------------
 

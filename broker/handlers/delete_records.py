@@ -7,8 +7,8 @@ right away, their files after file.delete.delay.ms.
 
 import logging
 
+from broker import clock
 from broker.coordinator.internal_topics import INTERNAL_TOPICS
-from broker.broker import now_ms
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC
 from storage.errors import OffsetOutOfRange
@@ -54,7 +54,7 @@ def handle(broker, request, header) -> dict:
             parts.append({"partition_index": p["partition_index"], "low_watermark": low, "error_code": code})
         topics.append({"name": name, "partitions": parts})
     try:
-        broker.delete_old_segments(now_ms())
+        broker.delete_old_segments(clock.wall_ms())
     except OSError as exc:  # the log start offsets moved and are persisted; the files go at the next check
         log.error("deleting segments after DeleteRecords failed: %s", exc)
     return {"throttle_time_ms": 0, "topics": topics}

@@ -21,11 +21,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
+from broker import clock
 from broker.cluster import stages
-from broker.broker import now_ms
+from broker.errors import ErrorCode
 from broker.fetch.delayed_fetch import DelayedFetch
 from broker.fetch.fetch_session import FetchContext, new_context
-from broker.errors import ErrorCode
 from broker.fetch.log_read import FOLLOWER, FetchPartition, PartitionData, TopicPartition, read_from_logs
 from broker.security.authorizer import TOPIC
 
@@ -112,7 +112,7 @@ def handle(broker, request, header):
     context = new_context(
         broker.fetch_sessions, request["session_id"], request["session_epoch"],
         requested_partitions(broker.logs, request, uses_topic_ids), forgotten_partitions(request, uses_topic_ids),
-        uses_topic_ids, privileged=replica_id_of(request) >= 0, now_ms=now_ms())
+        uses_topic_ids, privileged=replica_id_of(request) >= 0, now_ms=clock.wall_ms())
     if context.error:
         return _response(broker, context, {})
     isolation = FOLLOWER if replica_id_of(request) >= 0 else request["isolation_level"]
@@ -173,7 +173,7 @@ def _deny_unreadable(broker, request, header, found: dict[TopicPartition, Partit
 
 
 def _response(broker, context: FetchContext, found: dict[TopicPartition, PartitionData]) -> dict:
-    session_id, listed = context.respond(found, now_ms(), broker.logs)
+    session_id, listed = context.respond(found, clock.wall_ms(), broker.logs)
     responses = []
     last = partitions = None
     for key, data in listed.items():

@@ -1,6 +1,6 @@
 """OffsetCommit: store a group's consumed positions (versions 2+, as Kafka 4 serves)."""
 
-from broker.broker import now_ms
+from broker import clock
 from broker.coordinator.partitions import then
 from broker.errors import ErrorCode
 from broker.group.metadata import CommittedOffset
@@ -12,7 +12,7 @@ VERSIONS = (2, 9)
 
 
 def handle(broker, request, header):
-    now = now_ms()
+    now = clock.wall_ms()
     retention = request["retention_time_ms"]  # v2-4; -1: the broker's offsets.retention.minutes
     refusal = group_refusal(broker, header, request)
     if refusal:

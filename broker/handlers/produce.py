@@ -24,15 +24,15 @@ import asyncio
 import inspect
 import logging
 
-from broker.coordinator.internal_topics import INTERNAL_TOPICS
-from storage.errors import InvalidTopic
-from broker.broker import now_ms
-from broker.network.client_quotas import QUOTA_EXCEEDED, ProducerIds
-from broker.coordinator.partitions import settled
+from broker import clock
 from broker.cluster.delayed_produce import DelayedProduce
+from broker.coordinator.internal_topics import INTERNAL_TOPICS
+from broker.coordinator.partitions import settled
 from broker.errors import ErrorCode
+from broker.network.client_quotas import QUOTA_EXCEEDED, ProducerIds
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 from protocol.compression import CODECS
+from protocol.errors import CorruptRecord
 from protocol.records import (
     NO_PRODUCER_ID,
     BatchHeader,
@@ -41,11 +41,11 @@ from protocol.records import (
     read_header,
     recompressed,
 )
-from protocol.errors import CorruptRecord
 from storage.errors import (
     DuplicateSequence,
     InvalidProducerEpoch,
     InvalidProducerRecord,
+    InvalidTopic,
     InvalidTxnState,
     OutOfOrderSequence,
     ProducerStateError,
@@ -288,7 +288,7 @@ def handle(broker, request, header):
 
 def _handle(broker, request, header, verdicts: dict):
     acks = request["acks"]
-    now = now_ms()
+    now = clock.wall_ms()
     responses = []
     waits: list = []
     # auto-creation here runs on the event loop at once: a few partitions a request (the rest

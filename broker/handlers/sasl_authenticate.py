@@ -4,10 +4,9 @@ A failed authentication is answered SASL_AUTHENTICATION_FAILED after connection.
 (a password guesser gets few tries a second) and the connection is closed; its one log line names the
 client's address, the mechanism and the user, never a password."""
 
-import asyncio
 import logging
-import time
 
+from broker import clock
 from broker.errors import ErrorCode
 from broker.security.sasl import AuthenticationFailed
 
@@ -47,10 +46,10 @@ def handle(broker, request, header):
     session.authenticated = True
     session.sasl, session.completed_sasl = None, authenticator
     lifetime = authenticator.session_lifetime_ms  # the client re-authenticates before it ends
-    session.expires_at = time.monotonic() + lifetime / 1000 if lifetime else None
+    session.expires_at = clock.monotonic() + lifetime / 1000 if lifetime else None
     return _answer(ErrorCode.NONE, None, answer, lifetime)
 
 
 async def _delayed(delay_ms: int, answer: dict) -> dict:
-    await asyncio.sleep(delay_ms / 1000)
+    await clock.sleep(delay_ms / 1000)
     return answer

@@ -6,10 +6,10 @@ added the group's partition (AddOffsetsToTxn) to its open transaction; from
 v5 (transaction version 2) this request adds it.
 """
 
-from broker.broker import now_ms
+from broker import clock
+from broker.coordinator.internal_topics import OFFSETS_TOPIC
 from broker.coordinator.partitions import settled
 from broker.errors import ErrorCode
-from broker.coordinator.internal_topics import OFFSETS_TOPIC
 from broker.group.metadata import CommittedOffset
 
 from .group_partitions import group_refusal, partition_errors, requested_partitions
@@ -38,7 +38,7 @@ async def _verify(broker, request, adds_partition: bool) -> ErrorCode:
 
 
 async def handle(broker, request, header) -> dict:
-    now = now_ms()
+    now = clock.wall_ms()
     refusal = group_refusal(broker, header, request)
     if refusal:
         errors = {(t["name"], p["partition_index"]): refusal for t in request["topics"] for p in t["partitions"]}

@@ -16,7 +16,7 @@ transactions abort`); a coordinator epoch above any coordinator's is refused.
 import asyncio
 import logging
 
-from broker.broker import now_ms
+from broker import clock
 from broker.cluster.replica_manager import Partition
 from broker.errors import ErrorCode
 from broker.coordinator.internal_topics import OFFSETS_TOPIC
@@ -78,7 +78,7 @@ async def handle(broker, request, header) -> dict:
     authorizer = broker.authorizer
     allowed = (authorizer.authorize(header, "Alter", CLUSTER, CLUSTER_NAME, log_denied=False)
                or authorizer.authorize(header, "ClusterAction", CLUSTER, CLUSTER_NAME))
-    now = now_ms()
+    now = clock.wall_ms()
     results = []
     waits = []  # acks=all: (partition, offset its high watermark must reach, leader epoch, its result)
     for marker in request["markers"]:

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections import deque
 from pathlib import Path
 
+from broker import clock
 from storage.files import atomic_write
 
 log = logging.getLogger("moldau.quotas")
@@ -156,7 +156,7 @@ class ClientQuotas:
         new one within its producer_ids_rate), else the throttle time in ms."""
         if not any(PRODUCER_IDS_RATE in self.values.get(entity, ()) for entity in (((USER, user),), ((USER, None),))):
             return 0
-        now = time.monotonic() if now is None else now
+        now = clock.monotonic() if now is None else now
         seen = self._producer_ids.setdefault(user, {})
         while seen and next(iter(seen.values())) <= now - self.windows * self.window_size_s:
             del seen[next(iter(seen))]  # unused for longer than the windows: counts as new again
@@ -171,7 +171,7 @@ class ClientQuotas:
     def _measure(self, sensor: tuple[str, str, str], bound: float | None, amount: float, now: float | None) -> int:
         if bound is None:
             return 0
-        now = time.monotonic() if now is None else now
+        now = clock.monotonic() if now is None else now
         rate = self._rates.setdefault(sensor, _Rate(self.windows, self.window_size_s))
         rate.record(amount, now)
         return self._throttle_ms(rate.rate(now), bound)
@@ -182,7 +182,7 @@ class ClientQuotas:
         rate = self._rates.get((key, user, client_id))
         if bound is None or rate is None:
             return 0
-        return self._throttle_ms(rate.rate(time.monotonic() if now is None else now), bound)
+        return self._throttle_ms(rate.rate(clock.monotonic() if now is None else now), bound)
 
     def _throttle_ms(self, rate: float, bound: float) -> int:
         if rate <= bound:

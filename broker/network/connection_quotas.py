@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import Counter, deque
+
+from broker import clock
 
 from ..config.broker_config import ConfigError
 
@@ -74,7 +75,7 @@ class ConnectionQuotas:
         """Return once the broker has fewer than max.connections connections (those being set up count),
         at once on the protected listener."""
         while listener != self.protected_listener and self.total + self.setting_up >= self.max_connections:
-            now = time.monotonic()
+            now = clock.monotonic()
             if now - self._full_logged >= 1.0:
                 log.warning("%d connections open, the limit is %d: new connections wait to be accepted",
                             self.total + self.setting_up, self.max_connections)
@@ -118,7 +119,7 @@ class ConnectionQuotas:
         """Seconds a connection created now must wait for max.connection.creation.rate (0: none)."""
         if self.rate >= UNLIMITED:
             return 0.0
-        now = time.monotonic() if now is None else now
+        now = clock.monotonic() if now is None else now
         while self._created and self._created[0] <= now - RATE_WINDOW_S:
             self._created.popleft()
         # the n-th connection of a window starts once n - rate earlier ones have left it
@@ -130,7 +131,7 @@ class ConnectionQuotas:
 
     def _refuse(self, reason: str) -> None:
         self._refused += 1
-        now = time.monotonic()
+        now = clock.monotonic()
         if now - self._refusal_logged >= 1.0:
             log.warning("refused %d connection(s): %s", self._refused, reason)
             self._refused = 0

@@ -24,28 +24,29 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
+from broker import clock
 from protocol import codec
-from protocol.frames import FrameDecoder, FrameError, decode_request_header, response_chunks
 from protocol.errors import CorruptRecord
+from protocol.frames import FrameDecoder, FrameError, decode_request_header, response_chunks
 from storage.cleaner import CleaningStopped
 
 from .. import faults
+from ..broker import Broker
 from ..cluster import stages
-from ..broker import Broker, now_ms
-from ..config.broker_config import ConfigError
-from .client_quotas import client_quota_throttle
 from ..cluster.channel import InterBrokerChannel
-from .connection_quotas import ConnectionQuotas
 from ..cluster.delayed_produce import DelayedProduce
+from ..config.broker_config import ConfigError
 from ..handlers import HANDLERS, api_versions
 from ..handlers.fetch import replica_id_of
+from ..metrics import BrokerMetrics
+from ..security import authorization, sasl, tls
+from ..shutdown import within
+from ..transaction.verification import TransactionVerifier
+from .client_quotas import client_quota_throttle
+from .connection_quotas import ConnectionQuotas
 from .listeners import Listener, inter_broker_listener
 from .request_queue import RequestQueue
-from ..security import authorization, sasl, tls
-from ..transaction.verification import TransactionVerifier
 from .session import Session
-from ..shutdown import within
-from ..metrics import BrokerMetrics
 
 log = logging.getLogger("moldau.server")
 
@@ -74,7 +75,7 @@ class KafkaConnection(asyncio.Protocol):
         self.read_granted = False  # the request queue is full, but this connection's turn to read came
         self.ip: str | None = None  # set once the connection is admitted (counted by the quotas)
         self.muted_until = 0.0  # loop time before which requests wait: creation rate, client quotas
-        self.last_active = time.monotonic()  # for connections.max.idle.ms
+        self.last_active = clock.monotonic()  # for connections.max.idle.ms
         self.listener = listener
         self.session: Session | None = None
         self.registry = registry
@@ -158,10 +159,9 @@ class KafkaConnection(asyncio.Protocol):
         """Read and handle nothing more for ``seconds`` (Kafka mutes a throttled channel, KIP-219)."""
         if seconds <= 0:
             return
-        loop = asyncio.get_running_loop()
-        if loop.time() + seconds > self.muted_until:
-            self.muted_until = loop.time() + seconds
-            loop.call_later(seconds, self._unmute)
+        if clock.monotonic() + seconds > self.muted_until:
+            self.muted_until = clock.monotonic() + seconds
+            clock.call_later(seconds, self._unmute)
 
     def _unmute(self):
         if self.muted and asyncio.get_running_loop().time() >= self.muted_until - 0.001:
@@ -169,7 +169,7 @@ class KafkaConnection(asyncio.Protocol):
             self._process()
 
     def data_received(self, data):
-        self.last_active = time.monotonic()
+        self.last_active = clock.monotonic()
         self.read_granted = False
         try:
             frames = self.decoder.feed(data)
@@ -257,7 +257,7 @@ class KafkaConnection(asyncio.Protocol):
         if before_authentication and handler.name not in sasl.BEFORE_AUTHENTICATION:
             self.close(f"{handler.name} request before SASL authentication")
             return
-        if session.expires_at is not None and time.monotonic() > session.expires_at \
+        if session.expires_at is not None and clock.monotonic() > session.expires_at \
                 and handler.name not in ("SaslHandshake", "SaslAuthenticate"):
             self.close(f"{handler.name} request after the SASL session of {session.principal} expired "
                        "(connections.max.reauth.ms) without re-authentication")
@@ -417,7 +417,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         if self.outbox:
-            self.last_active = time.monotonic()
+            self.last_active = clock.monotonic()
             self.transport.writelines(self.outbox)
             self.outbox = []
             self.outbox_bytes = 0
@@ -586,7 +586,7 @@ async def _accept(sock: socket.socket, listener: str, quotas: ConnectionQuotas, 
             client, address = await loop.sock_accept(sock)
         except OSError as exc:  # out of file descriptors: keep serving the connections there are
             log.error("accept failed on %s: %s", sock.getsockname(), exc)
-            await asyncio.sleep(0.1)
+            await clock.sleep(0.1)
             continue
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         quotas.setting_up += 1
@@ -628,8 +628,8 @@ async def _close_idle_connections(broker: Broker, connections: set[KafkaConnecti
     (a request in progress, such as a long-polling Fetch, keeps it open)."""
     idle_s = broker.config["connections.max.idle.ms"] / 1000
     while True:
-        await asyncio.sleep(min(max(idle_s / 4, 0.05), 30))
-        now = time.monotonic()
+        await clock.sleep(min(max(idle_s / 4, 0.05), 30))
+        now = clock.monotonic()
         for conn in [c for c in connections if not c.busy and now - c.last_active > idle_s]:
             conn.close(f"idle for more than connections.max.idle.ms ({idle_s * 1000:.0f} ms)")
 
@@ -639,9 +639,9 @@ async def _flush_periodically(broker: Broker) -> None:
     may ask for it)."""
     failing = False
     while True:
-        await asyncio.sleep(0.1 if broker.config["log.flush.interval.ms"] is not None else 1.0)
+        await clock.sleep(0.1 if broker.config["log.flush.interval.ms"] is not None else 1.0)
         try:
-            broker.logs.flush_if_due(now_ms())
+            broker.logs.flush_if_due(clock.wall_ms())
             failing = False
         except OSError as exc:  # a full disk: flushing must resume once there is space again
             if not failing:
@@ -652,16 +652,16 @@ async def _flush_periodically(broker: Broker) -> None:
 async def _expire_producers_periodically(broker: Broker) -> None:
     """Drives producer.id.expiration.ms, checking every producer.id.expiration.check.interval.ms."""
     while True:
-        await asyncio.sleep(broker.config["producer.id.expiration.check.interval.ms"] / 1000)
-        broker.remove_expired_producers(now_ms())
+        await clock.sleep(broker.config["producer.id.expiration.check.interval.ms"] / 1000)
+        broker.remove_expired_producers(clock.wall_ms())
 
 
 async def _apply_retention_periodically(broker: Broker) -> None:
     """Drives retention.ms / retention.bytes, checking every log.retention.check.interval.ms."""
     while True:
-        await asyncio.sleep(broker.config["log.retention.check.interval.ms"] / 1000)
+        await clock.sleep(broker.config["log.retention.check.interval.ms"] / 1000)
         try:
-            broker.delete_old_segments(now_ms())
+            broker.delete_old_segments(clock.wall_ms())
         except OSError as exc:
             log.error("retention failed: %s; retrying at the next check", exc)
 
@@ -694,11 +694,11 @@ def _log_cleaner(broker: Broker):
 async def _clean_one_at_a_time(broker: Broker, pool: ThreadPoolExecutor) -> None:
     loop = asyncio.get_running_loop()
     while True:
-        plan = broker.cleaner.choose(now_ms())
+        plan = broker.cleaner.choose(clock.wall_ms())
         if plan is None:
-            await asyncio.sleep(broker.config["log.cleaner.backoff.ms"] / 1000)  # a dynamic broker config
+            await clock.sleep(broker.config["log.cleaner.backoff.ms"] / 1000)  # a dynamic broker config
             continue
-        (topic, partition), started = plan.key, loop.time()
+        (topic, partition), started = plan.key, clock.monotonic()
         log.info("cleaning %s-%d below offset %d (dirty from %d): %d segment(s)",
                  topic, partition, plan.end, plan.first_dirty, len(plan.sources))
         try:
@@ -710,8 +710,8 @@ async def _clean_one_at_a_time(broker: Broker, pool: ThreadPoolExecutor) -> None
         except (OSError, CorruptRecord) as exc:
             broker.cleaner.discard(plan)
             log.error("cleaning %s-%d failed: %s; its segments stay as they were", topic, partition, exc)
-            await asyncio.sleep(broker.config["log.cleaner.backoff.ms"] / 1000)
+            await clock.sleep(broker.config["log.cleaner.backoff.ms"] / 1000)
             continue
         log.info("cleaned %s-%d below offset %d: %d segment(s) rewritten, %d record(s) removed, "
                  "%.1f MB read, %.1f MB written in %.1f s", topic, partition, plan.end, swapped,
-                 plan.records_removed, plan.bytes_read / 1e6, plan.bytes_written / 1e6, loop.time() - started)
+                 plan.records_removed, plan.bytes_read / 1e6, plan.bytes_written / 1e6, clock.monotonic() - started)

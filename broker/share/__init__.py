@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from .coordinator import ShareGroupCoordinator, now_ms
+from broker import clock
+from .coordinator import ShareGroupCoordinator
 from .manager import SWEEP_INTERVAL_S, SharePartitionManager
 from .persister import SharePersister
 
@@ -33,8 +33,8 @@ class ShareGroups:
         """Fence members whose session timed out and release records whose acquisition lock did; a
         long-lived task of the broker (to run under its supervisor)."""
         while True:
-            await asyncio.sleep(SWEEP_INTERVAL_S)
-            now = now_ms()
+            await clock.sleep(SWEEP_INTERVAL_S)
+            now = clock.wall_ms()
             try:
                 self.groups.expire_members(now)
                 self.partitions.expire_locks(now)

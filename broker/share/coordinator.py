@@ -15,10 +15,10 @@ with no members still exists while it has such state (ListGroups: Empty).
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 
+from broker import clock
 from broker.errors import ErrorCode
 
 from . import assignor
@@ -51,10 +51,6 @@ class ShareGroup:
 
     def state(self) -> str:
         return "Stable" if self.members else "Empty"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ShareGroupCoordinator:
@@ -98,7 +94,7 @@ class ShareGroupCoordinator:
         elif epoch > member.member_epoch:
             return _error(ErrorCode.FENCED_MEMBER_EPOCH, f"epoch {epoch} is ahead of the member's")
         member.client_id, member.client_host = client_id, client_host
-        member.deadline_ms = now_ms() + self.broker.share.group_config(group_id, "share.session.timeout.ms")
+        member.deadline_ms = clock.wall_ms() + self.broker.share.group_config(group_id, "share.session.timeout.ms")
         if request["rack_id"] is not None:
             member.rack_id = request["rack_id"]
         if request["subscribed_topic_names"] is not None:

@@ -20,13 +20,13 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
+from broker import clock
 from broker.errors import ErrorCode
 from broker.config.group_configs import parse_duration_ms
 from broker.coordinator.internal_topics import INTERNAL_TOPIC_SETTINGS
 from protocol.records import scan_batches
 from storage.errors import OffsetOutOfRange
 
-from .coordinator import now_ms
 from .partition import AcknowledgeType, InvalidRecordState, SharePartition
 from .persister import RETRIABLE, SharePersister, ShareKey, Snapshot
 
@@ -146,7 +146,7 @@ class SharePartitionManager:
         if reset == "earliest":
             return log_.log_start_offset
         if reset.startswith("by_duration:"):
-            found = log_.offset_for_timestamp(now_ms() - parse_duration_ms(reset.removeprefix("by_duration:")))
+            found = log_.offset_for_timestamp(clock.wall_ms() - parse_duration_ms(reset.removeprefix("by_duration:")))
             return found[0] if found is not None else log_.high_watermark
         return log_.high_watermark
 
@@ -166,7 +166,7 @@ class SharePartitionManager:
         sp, _, error = await self.partition(key)
         if sp is None:
             return error
-        renewed = now_ms() + self.broker.share.group_config(group_id, "share.record.lock.duration.ms")
+        renewed = clock.wall_ms() + self.broker.share.group_config(group_id, "share.record.lock.duration.ms")
         try:
             for batch in batches:
                 sp.acknowledge(member_id, batch["first_offset"], batch["last_offset"], batch["acknowledge_types"],
@@ -202,7 +202,7 @@ class SharePartitionManager:
                         log_.log_end_offset)
             return ErrorCode.NONE, b"", []
         headers = [(pos, hdr) for pos, hdr in scan_batches(data)]
-        deadline = now_ms() + self.broker.share.group_config(group_id, "share.record.lock.duration.ms")
+        deadline = clock.wall_ms() + self.broker.share.group_config(group_id, "share.record.lock.duration.ms")
         acquired = sp.acquire([hdr for _, hdr in headers], end, member_id, deadline, max_records, aborted, record_limit)
         if not acquired:
             return ErrorCode.NONE, b"", []
@@ -220,11 +220,11 @@ class SharePartitionManager:
         woken = asyncio.get_running_loop().create_future()
         for tp in partitions:
             self._waiters.setdefault(tp, set()).add(woken)
+        timer = clock.call_later(timeout_s, lambda: woken.done() or woken.set_result(None))
         try:
-            await asyncio.wait_for(woken, timeout_s)
-        except asyncio.TimeoutError:
-            pass
+            await woken
         finally:
+            timer.cancel()
             for tp in partitions:
                 waiting = self._waiters.get(tp)
                 if waiting is not None:

@@ -21,16 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from typing import NamedTuple
 
+from broker import clock
 from broker.coordinator import partitions as coordinator_partitions
-from broker.coordinator.internal_topics import (
-    SHARE_STATE_TOPIC,
-    open_internal_topic,
-    partition_for,
-)
+from broker.coordinator.internal_topics import SHARE_STATE_TOPIC, open_internal_topic, partition_for
 from broker.coordinator.partitions import OwnedPartitions
 from broker.coordinator.record_fields import I16, RecordFormatError
 from broker.errors import ErrorCode
@@ -180,7 +176,7 @@ class SharePersister:
         value = None if snapshot is None else encode_value(snapshot, epoch)
         buf = bytearray(build_batch([(encode_key(key), value)]))
         error, _ = coordinator_partitions.append(self.replicas, SHARE_STATE_TOPIC, partition, buf,
-                                                 int(time.time() * 1000), -1)
+                                                 clock.wall_ms(), -1)
         if error != ErrorCode.NONE:
             log.warning("share state of %s not written: %s", key.coordinator_key(), error.name)
             return coordinator_partitions.client_error(error)
@@ -242,7 +238,7 @@ class SharePersister:
         return found
 
     async def _ask(self, key: ShareKey, local, remote) -> tuple[ErrorCode, Snapshot | None]:
-        deadline = time.monotonic() + self.config["request.timeout.ms"] / 1000 / RETRY_SHARE
+        deadline = clock.monotonic() + self.config["request.timeout.ms"] / 1000 / RETRY_SHARE
         while True:
             if not await self.ready():
                 error, found = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
@@ -259,9 +255,9 @@ class SharePersister:
                     except (OSError, asyncio.TimeoutError) as exc:
                         log.debug("share coordinator %d unreachable: %s", leader, exc)
                         error, found = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-            if error not in RETRIABLE or time.monotonic() >= deadline:
+            if error not in RETRIABLE or clock.monotonic() >= deadline:
                 return error, found
-            await asyncio.sleep(RETRY_S)
+            await clock.sleep(RETRY_S)
 
     def _channel_(self):
         if self._channel is None:

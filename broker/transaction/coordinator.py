@@ -36,14 +36,15 @@ import logging
 from collections import Counter
 from typing import Callable
 
+from broker import clock
+from broker.coordinator.internal_topics import OFFSETS_TOPIC
 from broker.coordinator.partitions import OwnedPartitions, Pending, settled
 from broker.errors import ErrorCode
-from broker.coordinator.internal_topics import OFFSETS_TOPIC
-from broker.group.metadata import now_ms
 from broker.transaction.producer_ids import ProducerIdManager
 from protocol.records import NO_PRODUCER_ID
 from storage.log_manager import LogManager
 
+from ..coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 from .lso_watch import LastStableOffsetWatch
 from .markers import BrokerChannel, TransactionMarkerChannelManager
 from .metadata import (
@@ -62,7 +63,6 @@ from .metadata import (
     TransactionState,
     TxnTransitMetadata,
 )
-from ..coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 from .state_manager import TransactionStateManager
 
 COMPLETE_RETRY_S = 1.0
@@ -111,7 +111,7 @@ class TransactionCoordinator:
         self.supervisor.every("transaction-summary", lambda: SUMMARY_INTERVAL_MS / 1000, self.log_summary)
         # checked as often as timed-out transactions are: a stuck LSO is one that outlived their abort
         self._schedule("late-transactions-check", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-                       lambda: self.lso_watch.check(now_ms()))
+                       lambda: self.lso_watch.check(clock.wall_ms()))
 
     # ---- the partitions this broker leads -------------------------------------------
 
@@ -177,7 +177,7 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         expected = None if expected_producer_id < 0 else expected_epoch
         txn = self.transactions.get(transactional_id)
-        now = now_ms()
+        now = clock.wall_ms()
         if txn is None:
             if (producer_id := self.producer_ids.generate()) is None:
                 return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
@@ -238,7 +238,7 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if txn.state == ONGOING and partitions <= txn.partitions:
             return ErrorCode.NONE
-        now = now_ms()
+        now = clock.wall_ms()
         return self._write(txn, txn.prepare_add_partitions(partitions, now), now)
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
@@ -311,7 +311,7 @@ class TransactionCoordinator:
         next_producer_id = NO_PRODUCER_ID
         if txn.epoch_exhausted and (next_producer_id := self.producer_ids.generate()) is None:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-        error = self._prepare_end(txn, txn.prepare_end(committed, now_ms(), True, next_producer_id))
+        error = self._prepare_end(txn, txn.prepare_end(committed, clock.wall_ms(), True, next_producer_id))
         if error:
             return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if next_producer_id != NO_PRODUCER_ID:
@@ -325,7 +325,7 @@ class TransactionCoordinator:
             return error
         wanted = (PREPARE_COMMIT, COMPLETE_COMMIT) if committed else (PREPARE_ABORT, COMPLETE_ABORT)
         if txn.state == ONGOING:
-            return self._prepare_end(txn, txn.prepare_end(committed, now_ms()))
+            return self._prepare_end(txn, txn.prepare_end(committed, clock.wall_ms()))
         if txn.state == wanted[0]:
             return ErrorCode.CONCURRENT_TRANSACTIONS  # a retry while the markers are on their way
         if txn.state == wanted[1]:
@@ -355,15 +355,15 @@ class TransactionCoordinator:
             if error == ErrorCode.NOT_COORDINATOR:
                 return  # (being unloaded)
             log.warning("%r: its %s is not committed yet (%s); waiting", txn, txn.state.wire_name, error.name)
-            await asyncio.sleep(COMPLETE_RETRY_S)
+            await clock.sleep(COMPLETE_RETRY_S)
         await self.markers.write_markers(producer_id, epoch, committed, self.coordinator_epoch(tid), partitions)
         while True:
-            now = now_ms()
+            now = clock.wall_ms()
             error = self._write(txn, txn.prepare_complete(now), now)
             if not error:
                 break
             log.error("could not write the completion of %r (%s); retrying", txn, error.name)
-            await asyncio.sleep(COMPLETE_RETRY_S)
+            await clock.sleep(COMPLETE_RETRY_S)
         # one line per transaction only at DEBUG: at hundreds a second it would drown the log
         log.debug("%s %r (%d partitions)", "committed" if committed else "aborted", txn, len(partitions))
         self.completed[committed] += 1
@@ -389,14 +389,14 @@ class TransactionCoordinator:
         self.supervisor.every(name, lambda: self.config[interval_setting] / 1000, check)
 
     def _abort_timed_out_transactions(self) -> None:
-        now = now_ms()
+        now = clock.wall_ms()
         for txn in list(self.transactions.values()):
             if txn.state == ONGOING and now - txn.start_ms > txn.timeout_ms:
                 log.info("aborting %r: open for %d ms, its timeout is %d ms", txn, now - txn.start_ms, txn.timeout_ms)
                 self._prepare_end(txn, txn.prepare_fenced_abort(now))
 
     def _remove_expired_transactional_ids(self) -> None:
-        now = now_ms()
+        now = clock.wall_ms()
         expiration = self.config["transactional.id.expiration.ms"]
         for transactional_id, txn in list(self.transactions.items()):
             if txn.state in COMPLETED and now - txn.last_update_ms >= expiration:
@@ -414,7 +414,7 @@ class TransactionCoordinator:
                           min_duration_ms: int) -> list[TransactionMetadata]:
         """Ids matching every filter given: one of ``states`` (None: any), one of ``producer_ids``
         (empty: any), open longer than ``min_duration_ms`` (negative: any)."""
-        now = now_ms()
+        now = clock.wall_ms()
         return [
             txn for txn in self.transactions.values()
             if (states is None or txn.state in states)

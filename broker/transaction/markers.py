@@ -20,6 +20,7 @@ import asyncio
 import logging
 from typing import Callable, Protocol
 
+from broker import clock
 from broker.errors import ErrorCode
 
 from .metadata import TopicPartition
@@ -79,7 +80,7 @@ class TransactionMarkerChannelManager:
                     remaining -= _finished(result, producer_id)
             if not remaining:
                 return
-            await asyncio.sleep(backoff)
+            await clock.sleep(backoff)
             backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
 
     async def _send(self, node_id: int, marker: dict) -> dict:
