@@ -57,8 +57,9 @@ _LIVE: set["BrokerProcess"] = set()
 # hand out the same port. Each worker walks its slice from a random start: a port a test let go
 # (a broker killed, to restart on the same port later) comes round again only thousands of ports later.
 PORTS = range(10000, 32000)
-_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+# a crashed worker's replacement is numbered past the count (gw3 of 3): it takes over a slice
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")) % _WORKERS
 _SLICE = PORTS[_WORKER * len(PORTS) // _WORKERS:(_WORKER + 1) * len(PORTS) // _WORKERS]
 _next_port = random.randrange(len(_SLICE))
 
