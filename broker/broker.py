@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from broker import clock
+from storage import clock
 from storage.catalog import TopicMetadata, validate_topic_name
 from storage.cleaner import LogCleaner
 from storage.config import LogConfig, parse_cleanup_policy

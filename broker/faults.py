@@ -78,7 +78,7 @@ import os
 import signal
 from pathlib import Path
 
-from broker import clock
+from storage import clock
 
 from .config.broker_config import ConfigError
 

@@ -19,7 +19,7 @@ from collections import Counter
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, SummaryMetricFamily
 
-from broker import clock
+from storage import clock
 from broker.errors import ErrorCode
 from broker.share import metrics as share_metrics
 from broker.transaction.metadata import TransactionState

@@ -24,7 +24,7 @@ from typing import Awaitable, Callable
 
 from prometheus_client.core import CounterMetricFamily
 
-from broker import clock
+from storage import clock
 from . import faults
 
 log = logging.getLogger("moldau.supervisor")

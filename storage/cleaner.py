@@ -35,7 +35,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker import clock
+from storage import clock
 from protocol.records import (
     HEADER_SIZE,
     NO_PRODUCER_ID,

@@ -10,7 +10,7 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Callable, Iterator
 
-from broker import clock
+from storage import clock
 from protocol.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,

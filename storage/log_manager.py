@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from broker import clock
+from storage import clock
 from storage.catalog import (
     TopicMetadata,
     append_catalog,

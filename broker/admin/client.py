@@ -34,7 +34,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from broker import clock
+from storage import clock
 from protocol import codec
 from protocol.frames import API_KEYS
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker import clock
+from storage import clock
 from ..errors import ErrorCode
 from . import command
 from .client import AdminClient, AdminError, KafkaError

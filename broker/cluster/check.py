@@ -15,7 +15,7 @@ import sys
 
 import aetcd
 
-from broker import clock
+from storage import clock
 from broker.admin.client import AdminClient, AdminError
 
 from .etcd_store import grpc_target, parse_connect

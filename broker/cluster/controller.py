@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 
-from broker import clock
+from storage import clock
 from .metadata import NO_LEADER, PartitionState
 
 log = logging.getLogger("moldau.controller")

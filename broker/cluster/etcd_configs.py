@@ -13,7 +13,7 @@ import json
 import logging
 from urllib.parse import quote, unquote
 
-from broker import clock
+from storage import clock
 from broker.config.dynamic_configs import DEFAULT_ENTITY
 from broker.network.client_quotas import Entity, altered
 from storage.errors import InvalidConfig, UnknownTopic

@@ -33,7 +33,7 @@ import aetcd
 from aetcd import rpc
 from aetcd import utils as etcd_utils
 
-from broker import clock
+from storage import clock
 from broker import faults
 from broker.coordinator.internal_topics import INTERNAL_TOPIC_SETTINGS
 from broker.network.listeners import advertised_endpoints, inter_broker_endpoint

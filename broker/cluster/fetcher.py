@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from broker import clock
+from storage import clock
 from broker.cluster import stages
 from broker.errors import ErrorCode
 from protocol import codec

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from broker import clock
+from storage import clock
 
 
 _PR_SET_PDEATHSIG = 1

@@ -18,7 +18,8 @@ import itertools
 import logging
 from dataclasses import dataclass
 
-from broker import clock, faults
+from storage import clock
+from broker import faults
 from broker.cluster import stages
 from broker.errors import ErrorCode
 from storage.log import Log

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from broker import clock
+from storage import clock
 from protocol.records import valid_prefix
 
 log = logging.getLogger("moldau.stages")

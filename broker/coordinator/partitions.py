@@ -18,7 +18,7 @@ import inspect
 import logging
 from typing import Awaitable, Callable, Iterator, TypeVar, Union
 
-from broker import clock
+from storage import clock
 from protocol.records import BatchHeader, read_header
 from storage.errors import InvalidProducerEpoch, RecordBatchTooLarge
 from storage.log import Log

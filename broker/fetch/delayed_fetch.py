@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
-from broker import clock
+from storage import clock
 from storage.log import Log
 from storage.log_manager import LogManager
 

@@ -25,7 +25,7 @@ import re._parser as re_parser
 import uuid
 from collections import Counter
 
-from broker import clock
+from storage import clock
 from broker.coordinator.partitions import Pending, then
 from broker.coordinator.record_fields import RecordFormatError
 from broker.errors import ErrorCode

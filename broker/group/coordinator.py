@@ -3,7 +3,7 @@
 A group moves Empty -> PreparingRebalance -> CompletingRebalance -> Stable
 (and back to PreparingRebalance whenever membership or subscriptions change).
 JoinGroup and SyncGroup are answered through futures that complete when the
-rebalance reaches them. Every deadline is a timer (broker/clock.py's call_later) that is
+rebalance reaches them. Every deadline is a timer (storage/clock.py's call_later) that is
 re-armed or cancelled as the group moves on: the initial rebalance delay, the
 rebalance timeout (members that do not rejoin are dropped), the sync timeout
 (members that never send SyncGroup are dropped), each member's session
@@ -27,7 +27,7 @@ import logging
 import uuid
 from typing import Awaitable, Callable, Union
 
-from broker import clock
+from storage import clock
 from broker.coordinator.partitions import OwnedPartitions, Pending, then
 from broker.errors import ErrorCode
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
-from broker import clock
+from storage import clock
 from broker.coordinator import partitions as coordinator_partitions
 from broker.coordinator.internal_topics import OFFSETS_TOPIC, open_internal_topic, partition_for
 from broker.errors import ErrorCode

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
-from broker import clock
+from storage import clock
 from broker.errors import ErrorCode
 
 CONSUMER_PROTOCOL_TYPE = "consumer"

@@ -7,7 +7,7 @@ right away, their files after file.delete.delay.ms.
 
 import logging
 
-from broker import clock
+from storage import clock
 from broker.coordinator.internal_topics import INTERNAL_TOPICS
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC

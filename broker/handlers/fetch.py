@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from broker import clock
+from storage import clock
 from broker.cluster import stages
 from broker.errors import ErrorCode
 from broker.fetch.delayed_fetch import DelayedFetch

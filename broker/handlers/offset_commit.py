@@ -1,6 +1,6 @@
 """OffsetCommit: store a group's consumed positions (versions 2+, as Kafka 4 serves)."""
 
-from broker import clock
+from storage import clock
 from broker.coordinator.partitions import then
 from broker.errors import ErrorCode
 from broker.group.metadata import CommittedOffset

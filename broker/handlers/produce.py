@@ -24,7 +24,7 @@ import asyncio
 import inspect
 import logging
 
-from broker import clock
+from storage import clock
 from broker.cluster.delayed_produce import DelayedProduce
 from broker.coordinator.internal_topics import INTERNAL_TOPICS
 from broker.coordinator.partitions import settled

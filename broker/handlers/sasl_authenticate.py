@@ -6,7 +6,7 @@ client's address, the mechanism and the user, never a password."""
 
 import logging
 
-from broker import clock
+from storage import clock
 from broker.errors import ErrorCode
 from broker.security.sasl import AuthenticationFailed
 

@@ -6,7 +6,7 @@ added the group's partition (AddOffsetsToTxn) to its open transaction; from
 v5 (transaction version 2) this request adds it.
 """
 
-from broker import clock
+from storage import clock
 from broker.coordinator.internal_topics import OFFSETS_TOPIC
 from broker.coordinator.partitions import settled
 from broker.errors import ErrorCode

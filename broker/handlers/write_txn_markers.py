@@ -16,7 +16,7 @@ transactions abort`); a coordinator epoch above any coordinator's is refused.
 import asyncio
 import logging
 
-from broker import clock
+from storage import clock
 from broker.cluster.replica_manager import Partition
 from broker.errors import ErrorCode
 from broker.coordinator.internal_topics import OFFSETS_TOPIC

@@ -22,7 +22,7 @@ import logging
 from collections import deque
 from pathlib import Path
 
-from broker import clock
+from storage import clock
 from storage.files import atomic_write
 
 log = logging.getLogger("moldau.quotas")

@@ -24,7 +24,7 @@ import asyncio
 import logging
 from collections import Counter, deque
 
-from broker import clock
+from storage import clock
 
 from ..config.broker_config import ConfigError
 

@@ -24,7 +24,7 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
-from broker import clock
+from storage import clock
 from protocol import codec
 from protocol.errors import CorruptRecord
 from protocol.frames import FrameDecoder, FrameError, decode_request_header, response_chunks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from broker import clock
+from storage import clock
 from .coordinator import ShareGroupCoordinator
 from .manager import SWEEP_INTERVAL_S, SharePartitionManager
 from .persister import SharePersister

@@ -18,7 +18,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 
-from broker import clock
+from storage import clock
 from broker.errors import ErrorCode
 
 from . import assignor

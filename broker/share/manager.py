@@ -20,7 +20,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
-from broker import clock
+from storage import clock
 from broker.errors import ErrorCode
 from broker.config.group_configs import parse_duration_ms
 from broker.coordinator.internal_topics import INTERNAL_TOPIC_SETTINGS

@@ -24,7 +24,7 @@ import logging
 import uuid
 from typing import NamedTuple
 
-from broker import clock
+from storage import clock
 from broker.coordinator import partitions as coordinator_partitions
 from broker.coordinator.internal_topics import SHARE_STATE_TOPIC, open_internal_topic, partition_for
 from broker.coordinator.partitions import OwnedPartitions

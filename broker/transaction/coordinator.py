@@ -36,7 +36,7 @@ import logging
 from collections import Counter
 from typing import Callable
 
-from broker import clock
+from storage import clock
 from broker.coordinator.internal_topics import OFFSETS_TOPIC
 from broker.coordinator.partitions import OwnedPartitions, Pending, settled
 from broker.errors import ErrorCode

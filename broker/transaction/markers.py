@@ -20,7 +20,7 @@ import asyncio
 import logging
 from typing import Callable, Protocol
 
-from broker import clock
+from storage import clock
 from broker.errors import ErrorCode
 
 from .metadata import TopicPartition

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from broker import clock
+from storage import clock
 from protocol.records import parse_produce_records
 from storage.config import LogConfig
 from storage.log_manager import LogManager

@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-from broker import clock
+from storage import clock
 from broker.config.broker_config import BrokerConfig
 from broker.coordinator.partitions import ACTIVE
 from broker.errors import ErrorCode

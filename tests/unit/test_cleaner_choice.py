@@ -4,7 +4,7 @@ clock's wall time: min.cleanable.dirty.ratio, min/max.compaction.lag.ms, delete.
 from __future__ import annotations
 
 
-from broker import clock
+from storage import clock
 from protocol.records import build_batch, iter_records
 from storage.cleaner import LogCleaner
 

@@ -1,10 +1,10 @@
-"""broker/clock.py: the FakeClock the unit tier drives every timer with, and the real clock it stands in for."""
+"""storage/clock.py: the FakeClock the unit tier drives every timer with, and the real clock it stands in for."""
 
 from __future__ import annotations
 
 import asyncio
 
-from broker import clock
+from storage import clock
 
 
 def test_fake_time_moves_only_when_advanced(fake_clock):

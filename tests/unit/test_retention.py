@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 
-from broker import clock
+from storage import clock
 from broker.broker import Broker
 from protocol.records import build_batch
 

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from broker import clock
+from storage import clock
 from broker.config.broker_config import BrokerConfig
 from broker.coordinator.partitions import ACTIVE
 from broker.errors import ErrorCode
