@@ -16,6 +16,7 @@ from typing import Callable, Iterable
 from broker import coordinator_partitions
 from broker.errors import ErrorCode
 from broker.internal_topics import open_internal_topic, partition_for
+from broker.share import records as share_records
 from protocol.records import (
     CONTROL_COMMIT,
     BatchHeader,
@@ -194,7 +195,8 @@ class PartitionReplay:
 
     def groups(self) -> dict[str, GroupMetadata]:
         return {gid: g for gid, g in self._groups.items()
-                if gid in self._described or g.offsets or g.pending_txn_offsets or g.consumer is not None}
+                if gid in self._described or g.offsets or g.pending_txn_offsets or g.consumer is not None
+                or g.share is not None}
 
 
 def replay_partition(name: str, batches: Iterable[tuple[BatchHeader, bytes]]) -> dict[str, GroupMetadata]:
@@ -208,6 +210,9 @@ def replay_partition(name: str, batches: Iterable[tuple[BatchHeader, bytes]]) ->
 def _replay_record(record: Record, hdr: BatchHeader, group: Callable[[str], GroupMetadata], described: set[str]) -> None:
     if record.key is not None and consumer_records.is_consumer_group_key(record.key):
         consumer_records.replay(record.key, record.value, group)
+        return
+    if record.key is not None and share_records.is_share_group_key(record.key):
+        share_records.replay(record.key, record.value, group)
         return
     key = records.decode_key(record.key)
     if isinstance(key, records.OffsetCommitKey):

@@ -6,51 +6,30 @@ group epoch the assignment was computed at. The group epoch moves when a member
 joins, leaves or is fenced (no heartbeat for group.share.session.timeout.ms), or
 when a subscription or a subscribed topic's partition count changes.
 
-Membership is kept in memory: after a coordinator restart a member's heartbeat
-answers UNKNOWN_MEMBER_ID and the client joins again (epoch 0); what must survive --
-which records are done -- is the share-partition state (persister.py). A group
-with no members still exists while it has such state (ListGroups: Empty).
+The group lives in its __consumer_offsets partition as Kafka's share group records
+(records.py): a heartbeat that changes something is answered once they are committed,
+and the coordinator elected next replays them (``loaded``), so the group keeps its
+epochs, members (each with a fresh session to find the new coordinator) and
+assignment; an empty group exists until DeleteGroups. What must survive for the
+records themselves -- which are done -- is the share-partition state (persister.py).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
-from dataclasses import dataclass, field
 
+from broker.coordinator_partitions import Pending, then
 from broker.errors import ErrorCode
+from broker.group.coordinator_records import assigned_topics, wire
 
-from . import assignor
+from . import assignor, records
+from .group import ShareGroup, ShareMember
 
 log = logging.getLogger("moldau.share")
 
 LEAVE_GROUP_EPOCH = -1
 MAX_MEMBER_ID = 36  # Kafka refuses a longer one (a UUID in its longest string form)
-
-
-@dataclass
-class ShareMember:
-    member_id: str
-    member_epoch: int = 0
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed: tuple[str, ...] = ()
-    assignment: frozenset = frozenset()
-    deadline_ms: int = 0
-
-
-@dataclass
-class ShareGroup:
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    members: dict[str, ShareMember] = field(default_factory=dict)
-    partition_counts: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
-
-    def state(self) -> str:
-        return "Stable" if self.members else "Empty"
 
 
 def now_ms() -> int:
@@ -62,10 +41,12 @@ class ShareGroupCoordinator:
         self.broker = broker
         self.config = broker.config
         self.groups: dict[str, ShareGroup] = {}
+        broker.groups.share = self  # the group coordinator's loads and unloads hand us the share groups
 
     # ---- ShareGroupHeartbeat ---------------------------------------------------------
 
-    def heartbeat(self, request: dict, client_id: str, client_host: str) -> dict:
+    def heartbeat(self, request: dict, client_id: str, client_host: str) -> dict | Pending:
+        """The response, or an awaitable of it once the records of what changed are committed."""
         group_id, member_id, epoch = request["group_id"], request["member_id"], request["member_epoch"]
         if not self.config["group.share.enable"]:
             return _error(ErrorCode.UNSUPPORTED_VERSION, "share groups are disabled (group.share.enable)")
@@ -77,12 +58,14 @@ class ShareGroupCoordinator:
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a share group")
         group = self.groups.get(group_id)
         if epoch == LEAVE_GROUP_EPOCH:
+            batch = []
             if group is not None and member_id in group.members:
-                self._remove(group, member_id, "left")
-            return _response(member_id, LEAVE_GROUP_EPOCH, 0, None)
+                batch = self._remove(group, member_id, "left")
+            return self._write(group_id, batch, _response(member_id, LEAVE_GROUP_EPOCH, 0, None))
         if epoch == 0 and request["subscribed_topic_names"] is None:
             return _error(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames is required when joining")
         member = group.members.get(member_id) if group is not None else None
+        batch: list = []
         if member is None:
             if epoch != 0:
                 return _error(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}")
@@ -92,11 +75,16 @@ class ShareGroupCoordinator:
                 group = self.groups[group_id] = ShareGroup(group_id)
             if len(group.members) >= self.config["group.share.max.size"]:
                 return _error(ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {group_id} has group.share.max.size members")
+        elif epoch > member.member_epoch:
+            return _error(ErrorCode.FENCED_MEMBER_EPOCH, f"epoch {epoch} is ahead of the member's")
+        epoch_before = group.group_epoch
+        if member is None:
             member = group.members[member_id] = ShareMember(member_id)
             group.group_epoch += 1
             log.info("share group %s: member %s joined (epoch %d)", group_id, member_id, group.group_epoch)
-        elif epoch > member.member_epoch:
-            return _error(ErrorCode.FENCED_MEMBER_EPOCH, f"epoch {epoch} is ahead of the member's")
+            metadata_before = None
+        else:
+            metadata_before = records.member_metadata(group_id, member)
         member.client_id, member.client_host = client_id, client_host
         member.deadline_ms = now_ms() + self.broker.share.group_config(group_id, "share.session.timeout.ms")
         if request["rack_id"] is not None:
@@ -105,17 +93,31 @@ class ShareGroupCoordinator:
             subscribed = tuple(sorted(set(request["subscribed_topic_names"])))
             if subscribed != member.subscribed:
                 member.subscribed = subscribed
-                group.group_epoch += 1
-        self._refresh(group)
+                group.group_epoch += metadata_before is not None  # (a new member bumped it already)
+        if (metadata := records.member_metadata(group_id, member)) != metadata_before:
+            batch.append(metadata)
+        self._refresh(group, epoch_before, batch)
         before = member.member_epoch
-        member.member_epoch = group.assignment_epoch
+        if before != group.assignment_epoch or metadata_before is None:
+            member.previous_member_epoch, member.member_epoch = before, group.assignment_epoch
+            batch.append(records.current_assignment(group_id, member))
         full = epoch == 0 or before != member.member_epoch
-        return _response(member_id, member.member_epoch,
-                         self.broker.share.group_config(group_id, "share.heartbeat.interval.ms"),
-                         member.assignment if full else None)
+        response = _response(member_id, member.member_epoch,
+                             self.broker.share.group_config(group_id, "share.heartbeat.interval.ms"),
+                             member.assignment if full else None)
+        return self._write(group_id, batch, response)
 
-    def _refresh(self, group: ShareGroup) -> None:
-        """Bump the group epoch if a subscribed topic changed; recompute the target if the epoch moved."""
+    def _write(self, group_id: str, batch: list, response: dict) -> dict | Pending:
+        """``response`` once ``batch`` is committed in the group's partition (at once if it is empty)."""
+        if not batch:
+            return response
+        error = self.broker.groups.manager.store_records(group_id, batch)
+        return then(self.broker.groups.committed(group_id, error),
+                    lambda e: response if e == ErrorCode.NONE else _error(e))
+
+    def _refresh(self, group: ShareGroup, epoch_before: int, batch: list) -> None:
+        """Bump the group epoch if a subscribed topic changed; recompute the target if the epoch moved. The
+        records of what changed go to ``batch``."""
         names = {name for m in group.members.values() for name in m.subscribed}
         counts = {}
         for name in names:
@@ -125,23 +127,53 @@ class ShareGroupCoordinator:
         if counts != group.partition_counts:
             group.partition_counts = counts
             group.group_epoch += 1
+        if group.group_epoch != epoch_before:
+            batch.append(records.group_epoch(group.group_id, group.group_epoch))
         if group.assignment_epoch != group.group_epoch:
             target = assignor.assign({m.member_id: m.subscribed for m in group.members.values()}, counts)
             for member_id, assigned in target.items():
-                group.members[member_id].assignment = assigned
+                member = group.members[member_id]
+                if member.assignment != assigned:
+                    member.assignment = assigned
+                    batch.append(records.target_assignment(group.group_id, member_id, assigned))
             group.assignment_epoch = group.group_epoch
+            batch.append(records.assignment_epoch(group.group_id, group.assignment_epoch))
 
-    def _remove(self, group: ShareGroup, member_id: str, why: str) -> None:
+    def _remove(self, group: ShareGroup, member_id: str, why: str) -> list:
+        """Remove the member (its records stay acquired until its share session closes or their locks run
+        out); the records that say so."""
         del group.members[member_id]
+        batch = records.member_tombstones(group.group_id, member_id)
+        epoch_before = group.group_epoch
         group.group_epoch += 1
-        self._refresh(group)  # (its records stay acquired until its share session closes or their locks run out)
+        self._refresh(group, epoch_before, batch)
         log.info("share group %s: member %s %s (epoch %d)", group.group_id, member_id, why, group.group_epoch)
+        return batch
 
     def expire_members(self, now: int) -> None:
         """Fence the members whose session timed out (no heartbeat for group.share.session.timeout.ms)."""
         for group in list(self.groups.values()):
             for member in [m for m in group.members.values() if m.deadline_ms <= now]:
-                self._remove(group, member.member_id, "fenced: session timed out")
+                error = self.broker.groups.manager.store_records(
+                    group.group_id, self._remove(group, member.member_id, "fenced: session timed out"))
+                if error != ErrorCode.NONE:
+                    log.warning("share group %s: could not write the fencing of %s (%s)", group.group_id,
+                                member.member_id, error.name)
+
+    # ---- loading, unloading ------------------------------------------------------------
+
+    def loaded(self, group: ShareGroup) -> None:
+        """A group replayed from its partition: its members get a session timeout from now to find us."""
+        group.partition_counts = assigned_topics((m.assignment for m in group.members.values()), self.broker.logs)
+        deadline = now_ms() + self.broker.share.group_config(group.group_id, "share.session.timeout.ms")
+        for member in group.members.values():
+            member.deadline_ms = deadline
+        self.groups[group.group_id] = group
+
+    def unloaded(self, partition: int) -> None:
+        """Another broker coordinates the groups of this __consumer_offsets partition now."""
+        for group_id in [g for g in self.groups if self.broker.groups.offsets_partition(g) == partition]:
+            del self.groups[group_id]
 
     # ---- what the group tools see -----------------------------------------------------
 
@@ -162,17 +194,12 @@ class ShareGroupCoordinator:
             return describe_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a share group")
         group = group or ShareGroup(group_id)
         names = {topic_id: name for name, (topic_id, _) in group.partition_counts.items()}
-        members = []
-        for m in group.members.values():
-            by_topic: dict[uuid.UUID, list[int]] = {}
-            for topic_id, p in m.assignment:
-                by_topic.setdefault(topic_id, []).append(p)
-            members.append({
-                "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
-                "client_id": m.client_id, "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed),
-                "assignment": {"topic_partitions": [{"topic_id": t, "topic_name": names.get(t, ""),
-                                                     "partitions": sorted(ps)} for t, ps in by_topic.items()]},
-            })
+        members = [{
+            "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+            "client_id": m.client_id, "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed),
+            "assignment": {"topic_partitions": [{**t, "topic_name": names.get(t["topic_id"], "")}
+                                                for t in wire(m.assignment)]},
+        } for m in group.members.values()]
         return {"error_code": 0, "error_message": None, "group_id": group_id, "group_state": group.state(),
                 "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
                 "assignor_name": "simple", "members": members, "authorized_operations": -(2**31)}
@@ -182,12 +209,17 @@ class ShareGroupCoordinator:
         return len(group.members) if group is not None else 0
 
     async def delete(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of a share group: only an empty one; its share-partition state goes with it."""
+        """DeleteGroups of a share group: only an empty one. Its share-partition state goes first, then its
+        records (tombstones, to be committed before the answer: the handler waits for them)."""
         group = self.groups.get(group_id)
         if group is not None and group.members:
             return ErrorCode.NON_EMPTY_GROUP
-        self.groups.pop(group_id, None)
-        return await self.broker.share.partitions.delete_group(group_id)
+        error = await self.broker.share.partitions.delete_group(group_id)
+        if error == ErrorCode.NONE and group is not None:
+            error = self.broker.groups.manager.store_records(group_id, records.group_tombstones(group_id))
+            if error == ErrorCode.NONE and self.groups.get(group_id) is group:
+                del self.groups[group_id]
+        return error
 
 
 def describe_error(group_id: str, error: ErrorCode, message: str | None = None) -> dict:
@@ -202,11 +234,6 @@ def _error(error: ErrorCode, message: str | None = None) -> dict:
 
 
 def _response(member_id: str, epoch: int, interval_ms: int, assignment) -> dict:
-    wire = None
-    if assignment is not None:
-        by_topic: dict[uuid.UUID, list[int]] = {}
-        for topic_id, p in assignment:
-            by_topic.setdefault(topic_id, []).append(p)
-        wire = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)} for t, ps in by_topic.items()]}
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": member_id,
-            "member_epoch": epoch, "heartbeat_interval_ms": interval_ms, "assignment": wire}
+            "member_epoch": epoch, "heartbeat_interval_ms": interval_ms,
+            "assignment": None if assignment is None else {"topic_partitions": wire(assignment)}}

@@ -14,7 +14,9 @@ from collections import Counter
 
 from confluent_kafka import AcknowledgeType, Producer
 
-from helpers.share import SHARE_BROKER, new_topic, records, share_consumer, topic_id, warm_up
+from helpers.kafka import create_topic
+from helpers.share import (SHARE_BROKER, assignment, describe, heartbeat, listed, new_topic, records, share_consumer,
+                           topic_id, warm_up)
 from helpers.wire import WireClient, alter_group_configs, describe_group_configs
 from operations.test_metrics import scrape
 
@@ -165,9 +167,9 @@ def test_acknowledged_records_stay_done_after_kill_9(start_broker):
         b.kill()
         c.close()
     b.restart()
-    with WireClient(b.port) as w:  # the group is known from its durable state before any member is back
-        listed = w.request("ListGroups", 5, {"states_filter": [], "types_filter": ["share"]})["groups"]
-    assert [(g["group_id"], g["group_state"]) for g in listed] == [("g", "Empty")]
+    with WireClient(b.port) as w:  # the group is back from __consumer_offsets, its member until its session ends
+        assert describe(w, "g")["error_code"] == 0
+        assert listed(w) == [("g", "Stable")]
     after = share_consumer(b.bootstrap, "g", "durable")
     try:
         redelivered = _poll_until(after, lambda got: len(got) >= 10, 45)
@@ -175,6 +177,60 @@ def test_acknowledged_records_stay_done_after_kill_9(start_broker):
         assert sorted(m.value() for m in redelivered) == sorted(values[10:]), "only the unacknowledged ones"
     finally:
         after.close()
+
+
+def _members(described: dict) -> list[tuple]:
+    return sorted((m["member_id"], m["member_epoch"], m["subscribed_topic_names"],
+                   sorted((t["topic_name"], t["partitions"]) for t in m["assignment"]["topic_partitions"]))
+                  for m in described["members"])
+
+
+def test_a_restarted_coordinator_keeps_the_share_group_and_deletes_it(start_broker):
+    """Membership lives in __consumer_offsets: after a kill -9 the group is back with its epochs, members (until
+    their sessions run out) and assignment; an empty one is still listed, and DeleteGroups deletes it."""
+    b = start_broker({**SHARE_BROKER, "group.share.session.timeout.ms": 5000,
+                      "group.share.min.session.timeout.ms": 1000})
+    create_topic(b.bootstrap, "moved", 2)
+    with WireClient(b.port) as w:
+        one = heartbeat(w, "mg", "member-one", 0, ["moved"])
+        two = heartbeat(w, "mg", "member-two", 0, ["moved"])
+        one = heartbeat(w, "mg", "member-one", one["member_epoch"])
+        assert one["error_code"] == two["error_code"] == 0 and one["member_epoch"] == two["member_epoch"]
+        before = describe(w, "mg")
+        assert len(before["members"]) == 2 and before["group_epoch"] == before["assignment_epoch"] > 0
+    b.kill()
+    b.restart()
+    with WireClient(b.port) as w:
+        after = describe(w, "mg")
+        assert (after["error_code"], after["group_state"], after["group_epoch"], after["assignment_epoch"]) == (
+            0, "Stable", before["group_epoch"], before["assignment_epoch"])
+        assert _members(after) == _members(before)
+        assert listed(w) == [("mg", "Stable")]
+        # member-one goes on at its epoch; member-two, silent, is fenced once its fresh session runs out
+        deadline = time.monotonic() + 30
+        epoch = one["member_epoch"]
+        while len(describe(w, "mg")["members"]) == 2 and time.monotonic() < deadline:
+            beat = heartbeat(w, "mg", "member-one", epoch)
+            assert beat["error_code"] == 0, beat
+            epoch = beat["member_epoch"]
+            time.sleep(0.5)
+        beat = heartbeat(w, "mg", "member-one", epoch)
+        assert beat["member_epoch"] > one["member_epoch"] and [p for _, p in assignment(beat)] == [[0, 1]]
+        assert heartbeat(w, "mg", "member-one", -1)["error_code"] == 0
+        assert listed(w) == [("mg", "Empty")]
+        empty = describe(w, "mg")
+    b.kill()
+    b.restart()
+    with WireClient(b.port) as w:
+        again = describe(w, "mg")
+        assert (again["group_state"], again["group_epoch"], again["members"]) == ("Empty", empty["group_epoch"], [])
+        assert listed(w) == [("mg", "Empty")]
+        assert w.request("DeleteGroups", 2, {"groups_names": ["mg"]})["results"][0]["error_code"] == 0
+        assert listed(w) == []
+    b.restart()
+    with WireClient(b.port) as w:
+        assert describe(w, "mg")["error_code"] == 69  # GROUP_ID_NOT_FOUND: its tombstones were replayed
+        assert listed(w) == []
 
 
 def _set_group_configs(port: int, group: str, configs: dict[str, str]) -> None:
