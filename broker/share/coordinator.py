@@ -16,15 +16,18 @@ records themselves -- which are done -- is the share-partition state (persister.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+import uuid
 
-from broker.coordinator_partitions import Pending, then
+from broker.coordinator_partitions import Pending, settled, then
 from broker.errors import ErrorCode
 from broker.group.coordinator_records import assigned_topics, wire
 
 from . import assignor, records
-from .group import ShareGroup, ShareMember
+from .group import ShareGroup, ShareMember, StatePartitions
+from .persister import ShareKey
 
 log = logging.getLogger("moldau.share")
 
@@ -41,6 +44,7 @@ class ShareGroupCoordinator:
         self.broker = broker
         self.config = broker.config
         self.groups: dict[str, ShareGroup] = {}
+        self._initializing: dict[str, asyncio.Future] = {}  # group id -> its InitializeShareGroupState round
         broker.groups.share = self  # the group coordinator's loads and unloads hand us the share groups
 
     # ---- ShareGroupHeartbeat ---------------------------------------------------------
@@ -101,11 +105,18 @@ class ShareGroupCoordinator:
         if before != group.assignment_epoch or metadata_before is None:
             member.previous_member_epoch, member.member_epoch = before, group.assignment_epoch
             batch.append(records.current_assignment(group_id, member))
-        full = epoch == 0 or before != member.member_epoch
+        full = epoch == 0 or epoch != member.member_epoch  # (an older epoch: the answer that moved it was lost)
         response = _response(member_id, member.member_epoch,
                              self.broker.share.group_config(group_id, "share.heartbeat.interval.ms"),
                              member.assignment if full else None)
-        return self._write(group_id, batch, response)
+        uninitialized = self._uninitialized(group)
+        if uninitialized:
+            group.initializing.update(uninitialized)
+            batch.append(records.state_partitions(group))
+        answer = self._write(group_id, batch, response)
+        if not uninitialized and group_id not in self._initializing:
+            return answer
+        return self._after_initialization(group, answer)
 
     def _write(self, group_id: str, batch: list, response: dict) -> dict | Pending:
         """``response`` once ``batch`` is committed in the group's partition (at once if it is empty)."""
@@ -114,6 +125,76 @@ class ShareGroupCoordinator:
         error = self.broker.groups.manager.store_records(group_id, batch)
         return then(self.broker.groups.committed(group_id, error),
                     lambda e: response if e == ErrorCode.NONE else _error(e))
+
+    # ---- share state: InitializeShareGroupState when a group first subscribes to a topic ---------
+
+    def _uninitialized(self, group: ShareGroup) -> dict[uuid.UUID, StatePartitions]:
+        """The subscribed share partitions whose state is not initialized (nor being initialized right now)."""
+        if group.group_id in self._initializing:
+            return {}
+        out = {}
+        for name, (topic_id, count) in group.partition_counts.items():
+            known = group.initialized.get(topic_id)
+            missing = frozenset(range(count)) - (known.partitions if known is not None else frozenset())
+            if missing and topic_id not in group.deleting:
+                out[topic_id] = StatePartitions(name, missing, now_ms())
+        return out
+
+    async def _after_initialization(self, group: ShareGroup, answer) -> dict:
+        """The heartbeat's answer once the group's share partitions being initialized are (so that no member
+        fetches one before its state is there), initializing them if no one is."""
+        response = await settled(answer)
+        if response["error_code"]:
+            return response
+        group_id = group.group_id
+        task = self._initializing.get(group_id)
+        if task is None and group.initializing:
+            task = self._initializing[group_id] = self.broker.supervisor.spawn(self._initialize(group))
+            task.add_done_callback(lambda _: self._initializing.pop(group_id, None))
+        if task is not None and not await asyncio.shield(task):
+            # no member may fetch a share partition before its state is there: the member asks again
+            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "share state not initialized yet")
+        return response
+
+    async def _initialize(self, group: ShareGroup) -> bool:
+        """InitializeShareGroupState of the group's initializing partitions (start -1: the leader's
+        share.auto.offset.reset, state epoch = the group epoch); those done move to initialized. Whether all
+        are."""
+        epoch, keys = group.group_epoch, self.share_keys(group, initialized=False)
+        errors = await asyncio.gather(*(self.broker.share.partitions.initialize(k, epoch, -1) for k in keys))
+        done = [k for k, e in zip(keys, errors, strict=True) if e == ErrorCode.NONE]
+        for key, error in zip(keys, errors, strict=True):
+            if error != ErrorCode.NONE:
+                log.warning("share group %s: state of %s not initialized (%s)", group.group_id,
+                            key.coordinator_key(), error.name)
+        if done and self.groups.get(group.group_id) is group:
+            return await self._mark_initialized(group, done) == ErrorCode.NONE and len(done) == len(keys)
+        return False
+
+    async def _mark_initialized(self, group: ShareGroup, keys: list[ShareKey]) -> ErrorCode:
+        """Record ``keys`` as initialized (no longer initializing); NONE once committed."""
+        for key in keys:
+            entry = group.initializing.get(key.topic_id)
+            if entry is not None:
+                rest = entry.partitions - {key.partition}
+                if rest:
+                    group.initializing[key.topic_id] = entry._replace(partitions=rest)
+                else:
+                    del group.initializing[key.topic_id]
+            topic = self.broker.logs.topic_by_id(key.topic_id)
+            known = group.initialized.get(key.topic_id) or StatePartitions(
+                topic.name if topic is not None else "", frozenset(), now_ms())
+            group.initialized[key.topic_id] = known._replace(partitions=known.partitions | {key.partition})
+        return await self._store(group.group_id, [records.state_partitions(group)])
+
+    async def _store(self, group_id: str, batch: list) -> ErrorCode:
+        error = self.broker.groups.manager.store_records(group_id, batch)
+        return await settled(self.broker.groups.committed(group_id, error))
+
+    def share_keys(self, group: ShareGroup, initialized: bool = True) -> list[ShareKey]:
+        """The group's share partitions whose state is initialized (else: being initialized)."""
+        entries = group.initialized if initialized else group.initializing
+        return [ShareKey(group.group_id, t, p) for t, e in entries.items() for p in sorted(e.partitions)]
 
     def _refresh(self, group: ShareGroup, epoch_before: int, batch: list) -> None:
         """Bump the group epoch if a subscribed topic changed; recompute the target if the epoch moved. The
@@ -178,9 +259,8 @@ class ShareGroupCoordinator:
     # ---- what the group tools see -----------------------------------------------------
 
     def group_ids(self) -> set[str]:
-        """Every share group this coordinator knows: with members, or with durable share-partition state."""
-        ids = set(self.groups) | self.broker.share.persister.groups()
-        return {g for g in ids if self.broker.groups.coordinator_error(g) == ErrorCode.NONE}
+        """Every share group this coordinator knows (loaded from, or written to, __consumer_offsets)."""
+        return {g for g in self.groups if self.broker.groups.coordinator_error(g) == ErrorCode.NONE}
 
     def state(self, group_id: str) -> str:
         group = self.groups.get(group_id)
@@ -190,9 +270,8 @@ class ShareGroupCoordinator:
         if error := self.broker.groups.coordinator_error(group_id):
             return describe_error(group_id, error)
         group = self.groups.get(group_id)
-        if group is None and group_id not in self.broker.share.persister.groups():
+        if group is None:
             return describe_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a share group")
-        group = group or ShareGroup(group_id)
         names = {topic_id: name for name, (topic_id, _) in group.partition_counts.items()}
         members = [{
             "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
@@ -212,13 +291,52 @@ class ShareGroupCoordinator:
         """DeleteGroups of a share group: only an empty one. Its share-partition state goes first, then its
         records (tombstones, to be committed before the answer: the handler waits for them)."""
         group = self.groups.get(group_id)
-        if group is not None and group.members:
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
             return ErrorCode.NON_EMPTY_GROUP
-        error = await self.broker.share.partitions.delete_group(group_id)
-        if error == ErrorCode.NONE and group is not None:
+        keys = self.share_keys(group) + self.share_keys(group, initialized=False)
+        error = await self.broker.share.partitions.delete_group(group_id, keys)
+        if error == ErrorCode.NONE:
             error = self.broker.groups.manager.store_records(group_id, records.group_tombstones(group_id))
             if error == ErrorCode.NONE and self.groups.get(group_id) is group:
                 del self.groups[group_id]
+        return error
+
+    # ---- the admin's offsets (AlterShareGroupOffsets, DeleteShareGroupOffsets) ----------------
+
+    async def alter_offsets(self, group: ShareGroup, starts: dict[ShareKey, int]) -> dict[ShareKey, ErrorCode]:
+        """An empty group's share partitions start anew at ``starts`` (InitializeShareGroupState at the group
+        epoch), then are recorded as initialized."""
+        keys = list(starts)
+        errors = await asyncio.gather(*(self.broker.share.partitions.initialize(k, group.group_epoch, starts[k])
+                                        for k in keys))
+        results = dict(zip(keys, errors, strict=True))
+        done = [k for k, e in results.items() if e == ErrorCode.NONE]
+        if done:
+            error = await self._mark_initialized(group, done)
+            results.update(dict.fromkeys(done, error))
+        return results
+
+    async def delete_offsets(self, group: ShareGroup, topic_ids: list[uuid.UUID]) -> ErrorCode:
+        """An empty group forgets its share state of whole topics: they move to DeletingTopics, their state is
+        deleted, then they are dropped from the record; the next fetch starts at share.auto.offset.reset."""
+        keys = []
+        for topic_id in topic_ids:
+            for entries in (group.initialized, group.initializing):
+                entry = entries.pop(topic_id, None)
+                if entry is not None:
+                    group.deleting[topic_id] = entry.name
+                    keys += [ShareKey(group.group_id, topic_id, p) for p in sorted(entry.partitions)]
+        if not keys:
+            return ErrorCode.NONE
+        error = await self._store(group.group_id, [records.state_partitions(group)])
+        for key in keys:
+            error = error or await self.broker.share.partitions.delete_state(key)
+        if error == ErrorCode.NONE:
+            for topic_id in topic_ids:
+                group.deleting.pop(topic_id, None)
+            error = await self._store(group.group_id, [records.state_partitions(group)])
         return error
 
 

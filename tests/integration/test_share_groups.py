@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import Counter
 
 from confluent_kafka import AcknowledgeType, Producer
@@ -233,6 +234,76 @@ def test_a_restarted_coordinator_keeps_the_share_group_and_deletes_it(start_brok
         assert listed(w) == []
 
 
+def test_share_state_is_initialized_when_a_group_subscribes_and_summarized_for_the_admin(start_broker):
+    """InitializeShareGroupState (83) and ReadShareGroupStateSummary (87) at the share coordinator: a member
+    joining initializes its partitions' state (start -1, state epoch = group epoch) before its heartbeat is
+    answered; the summary counts the window's done offsets (v1); an older state epoch is fenced, a newer one
+    starts the state anew and fences the leader's writes of the old one, so its next fetch starts there."""
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "init")
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    with WireClient(b.port) as w:
+        tid = topic_id(b.port, "init")
+        joined = heartbeat(w, "ig", "init-member-000000001", 0, ["init"])
+        assert joined["error_code"] == 0
+
+        def summary(version: int, group: str = "ig", topic=tid) -> dict:
+            answer = w.request("ReadShareGroupStateSummary", version, {"group_id": group, "topics": [
+                {"topic_id": topic, "partitions": [{"partition": 0, "leader_epoch": -1}]}]})
+            return answer["results"][0]["partitions"][0]
+
+        def initialize(state_epoch: int, start: int, topic=tid) -> int:
+            answer = w.request("InitializeShareGroupState", 0, {"group_id": "ig", "topics": [
+                {"topic_id": topic, "partitions": [{"partition": 0, "state_epoch": state_epoch, "start_offset": start}]}]})
+            return answer["results"][0]["partitions"][0]["error_code"]
+
+        first = summary(1)
+        assert (first["error_code"], first["start_offset"], first["state_epoch"], first["delivery_complete_count"]) == (
+            0, -1, joined["member_epoch"], -1)
+        for n in range(5):
+            p.produce("init", f"i{n}".encode())
+        p.flush(10)
+
+        def fetch(epoch: int, acks: list[dict]) -> dict:
+            return w.request("ShareFetch", 1, {
+                "group_id": "ig", "member_id": "init-member-000000001", "share_session_epoch": epoch,
+                "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+                "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": acks}]}],
+                "forgotten_topics_data": []})["responses"][0]["partitions"][0]
+
+        # latest: the state starts at the log's end when first fetched (nothing to answer)
+        assert w.request("ShareFetch", 1, {
+            "group_id": "ig", "member_id": "init-member-000000001", "share_session_epoch": 0, "max_wait_ms": 100,
+            "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+            "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []})["responses"] == []
+        for n in range(5, 10):
+            p.produce("init", f"i{n}".encode())
+        p.flush(10)
+        assert fetch(1, [])["acquired_records"] == [{"first_offset": 5, "last_offset": 9, "delivery_count": 1}]
+        accepted = fetch(2, [{"first_offset": 6, "last_offset": 7, "acknowledge_types": [1]}])
+        assert accepted["acknowledge_error_code"] == 0
+        done = summary(1)
+        assert (done["start_offset"], done["delivery_complete_count"]) == (5, 2)  # 6 and 7 of the window [5, 9]
+        v0 = summary(0)  # (no DeliveryCompleteCount on the wire: the decoder's default)
+        assert (v0["start_offset"], v0["delivery_complete_count"]) == (5, 0)
+        assert summary(1, group="nobody")["state_epoch"] == -1  # no state: -1s
+
+        assert initialize(done["state_epoch"] - 1, 0) == 124  # FENCED_STATE_EPOCH
+        assert initialize(done["state_epoch"], 0, topic=uuid.uuid4()) == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        assert initialize(done["state_epoch"] + 1, 9) == 0
+        anew = summary(1)
+        assert (anew["start_offset"], anew["state_epoch"], anew["delivery_complete_count"]) == (
+            9, done["state_epoch"] + 1, 0)
+        # the leader's write of the old state epoch is fenced, and what it acquires next comes from the new state
+        fenced = fetch(3, [{"first_offset": 5, "last_offset": 5, "acknowledge_types": [1]}])
+        assert fenced["acknowledge_error_code"] == 124
+        assert fenced["acquired_records"] == [{"first_offset": 9, "last_offset": 9, "delivery_count": 1}]
+        described = w.request("DescribeShareGroupOffsets", 1, {"groups": [{"group_id": "ig", "topics": None}]})
+        (offset,) = described["groups"][0]["topics"][0]["partitions"]
+        assert (offset["start_offset"], offset["lag"]) == (9, 1)  # 9 is acquired, not done
+
+
 def _set_group_configs(port: int, group: str, configs: dict[str, str]) -> None:
     with WireClient(port) as w:
         assert alter_group_configs(w, group, configs) == (0, None)
@@ -318,6 +389,8 @@ def test_a_closed_connection_releases_its_records_before_their_locks_expire(star
     p.flush(10)
     w = WireClient(b.port)
     tid = topic_id(b.port, "conn")
+    # a member (its share partition's state initialized as it joins) fetches the record, then its process dies
+    assert heartbeat(w, "cg", "raw-member-0000000001", 0, ["conn"])["error_code"] == 0
     fetched = w.request("ShareFetch", 1, {
         "group_id": "cg", "member_id": "raw-member-0000000001", "share_session_epoch": 0, "max_wait_ms": 5000,
         "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
