@@ -11,8 +11,11 @@ from Kafka's clients/ and group-coordinator/ resources) does not drop them. The
 KIP-932 share group APIs are Kafka 4.1's stable versions (ShareGroupHeartbeat,
 ShareGroupDescribe, ShareFetch, ShareAcknowledge v1; the share-state APIs and
 the admin offsets APIs) and ShareSnapshotKey/Value the share coordinator's record
-v0, written into the file from Kafka's definitions; an import from a newer Kafka
-leaves the records alone (the broker writes exactly those fields).
+v0, written into the file from Kafka's definitions; so are the share group records
+of __consumer_offsets (ShareGroup*Key/Value, Kafka 4's, keys at version = record
+type as the consumer group ones), InitializeShareGroupState and
+ReadShareGroupStateSummary; an import from a newer Kafka leaves the records alone
+(the broker writes exactly those fields).
 """
 
 import json

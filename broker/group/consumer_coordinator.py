@@ -43,6 +43,7 @@ from .consumer_group import (
     reconcile,
 )
 from .consumer_protocol import encode_assignment, parse_assignment, parse_subscription
+from .coordinator_records import assigned_topics
 from .metadata import (
     CONSUMER_PROTOCOL_TYPE,
     GroupMetadata,
@@ -520,24 +521,13 @@ class ConsumerGroupCoordinator:
     def loaded(self, holder: GroupMetadata) -> None:
         """A group replayed from its partition: its members get a session timeout from now to find us."""
         group = holder.consumer
-        group.subscription_metadata = self._assigned_metadata(group)
+        group.subscription_metadata = assigned_topics(group.target.values(), self.logs)
         for member in group.members.values():
             self._schedule_session_timeout(holder, member)
             if member.state == MemberState.UNREVOKED_PARTITIONS:
                 member.rebalance_timer = clock.call_later(max(member.rebalance_timeout_ms, 0) / 1000,
                                                           self._on_rebalance_timeout, holder.group_id, member,
                                                           member.member_epoch)
-
-    def _assigned_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
-        """The subscribed topics the stored target assignment was computed for, as far as it tells: every
-        partition of a subscribed topic is in some member's target. A topic deleted (or re-created under a new
-        id) meanwhile differs from what the next heartbeat finds, so the group epoch is bumped then."""
-        counts = Counter(topic_id for target in group.target.values() for topic_id, _ in target)
-        out = {}
-        for topic_id, count in counts.items():
-            topic = self.logs.topic_by_id(topic_id)
-            out[topic.name if topic is not None else str(topic_id)] = (topic_id, count)
-        return out
 
     @staticmethod
     def unloaded(holder: GroupMetadata) -> None:

@@ -11,13 +11,12 @@ encoded with the protocol codec. A null value is a tombstone. Record type 4
 
 from __future__ import annotations
 
-import uuid
 
-from broker.coordinator.record_fields import I16, RecordFormatError
-from protocol import codec
 
+from . import coordinator_records
 from .assignors import Assignment
 from .consumer_group import ConsumerGroup, ConsumerMember, Current, MemberState
+from .coordinator_records import Record, assignment_of, record_type, wire
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -34,28 +33,12 @@ _SCHEMAS = {
     CURRENT_MEMBER_ASSIGNMENT: "ConsumerGroupCurrentMemberAssignment",
 }
 
-Record = tuple[bytes, bytes | None]
+def _key(record_type_: int, group_id: str, member_id: str | None = None) -> bytes:
+    return coordinator_records.key(_SCHEMAS[record_type_], record_type_, group_id, member_id)
 
 
-def _key(record_type: int, group_id: str, member_id: str | None = None) -> bytes:
-    fields = {"group_id": group_id} if member_id is None else {"group_id": group_id, "member_id": member_id}
-    return I16.pack(record_type) + codec.encode_bytes(_SCHEMAS[record_type] + "Key", record_type, fields)
-
-
-def _value(record_type: int, fields: dict) -> bytes:
-    return I16.pack(0) + codec.encode_bytes(_SCHEMAS[record_type] + "Value", 0, fields)
-
-
-def wire(assignment: Assignment) -> list[dict]:
-    """[{topic_id, partitions}] as the heartbeat response and the records carry an assignment."""
-    by_topic: dict[uuid.UUID, list[int]] = {}
-    for topic_id, partition in assignment:
-        by_topic.setdefault(topic_id, []).append(partition)
-    return [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items(), key=lambda e: str(e[0]))]
-
-
-def assignment_of(topic_partitions: list[dict]) -> Assignment:
-    return frozenset((t["topic_id"], p) for t in topic_partitions for p in t["partitions"])
+def _value(record_type_: int, fields: dict) -> bytes:
+    return coordinator_records.value(_SCHEMAS[record_type_], fields)
 
 
 # ---- writing ------------------------------------------------------------------
@@ -108,20 +91,16 @@ def group_tombstones(group_id: str) -> list[Record]:
 
 
 def is_consumer_group_key(key: bytes) -> bool:
-    return len(key) >= 2 and GROUP_METADATA <= I16.unpack_from(key)[0] <= CURRENT_MEMBER_ASSIGNMENT
+    return GROUP_METADATA <= record_type(key) <= CURRENT_MEMBER_ASSIGNMENT
 
 
 def replay(key: bytes, value: bytes | None, group_of) -> None:
     """Apply one record to ``group_of(group_id)``'s ConsumerGroup (a GroupMetadata whose ``consumer``
     is set on first sight); later records of a key override earlier ones, a tombstone removes."""
-    record_type = I16.unpack_from(key)[0]
-    if record_type == PARTITION_METADATA:
+    record_type_ = record_type(key)
+    if record_type_ == PARTITION_METADATA:
         return
-    try:
-        fields, _ = codec.decode(_SCHEMAS[record_type] + "Key", record_type, key, 2)
-        data = None if value is None else _decode_value(record_type, value)
-    except (codec.DecodeError, KeyError) as exc:
-        raise RecordFormatError(f"consumer group record type {record_type}: {exc}") from None
+    fields, data = coordinator_records.decode(_SCHEMAS[record_type_], key, value)
     holder = group_of(fields["group_id"])
     if holder.consumer is None:
         if data is None:
@@ -129,19 +108,19 @@ def replay(key: bytes, value: bytes | None, group_of) -> None:
         holder.consumer = ConsumerGroup()
     group: ConsumerGroup = holder.consumer
     member_id = fields.get("member_id")
-    if record_type == GROUP_METADATA:
+    if record_type_ == GROUP_METADATA:
         if data is None:
             holder.consumer = None  # deleted; what remains are offsets
         else:
             group.group_epoch = data["epoch"]
-    elif record_type == TARGET_ASSIGNMENT_METADATA:
+    elif record_type_ == TARGET_ASSIGNMENT_METADATA:
         group.assignment_epoch = data["assignment_epoch"] if data is not None else 0
-    elif record_type == TARGET_ASSIGNMENT_MEMBER:
+    elif record_type_ == TARGET_ASSIGNMENT_MEMBER:
         if data is None:
             group.target.pop(member_id, None)
         else:
             group.target[member_id] = assignment_of(data["topic_partitions"])
-    elif record_type == MEMBER_METADATA:
+    elif record_type_ == MEMBER_METADATA:
         if data is None:
             group.remove(member_id)
             return
@@ -156,7 +135,7 @@ def replay(key: bytes, value: bytes | None, group_of) -> None:
         member.classic_protocols = None if classic is None else [
             (p["name"], bytes(p["metadata"])) for p in classic["supported_protocols"]]
         group.add(member)
-    elif record_type == CURRENT_MEMBER_ASSIGNMENT:
+    elif record_type_ == CURRENT_MEMBER_ASSIGNMENT:
         member = group.members.get(member_id)
         if member is None:
             if data is None:
@@ -170,9 +149,3 @@ def replay(key: bytes, value: bytes | None, group_of) -> None:
                                        MemberState(data["state"]) if data["state"] in MemberState._value2member_map_ else MemberState.UNKNOWN, assignment_of(data["assigned_partitions"]),
                                        assignment_of(data["partitions_pending_revocation"])))
 
-
-def _decode_value(record_type: int, value: bytes) -> dict:
-    version = I16.unpack_from(value)[0]
-    if version != 0:
-        raise RecordFormatError(f"consumer group record type {record_type}: value version {version}")
-    return codec.decode(_SCHEMAS[record_type] + "Value", 0, value, 2)[0]

@@ -92,6 +92,7 @@ class GroupCoordinator:
         self.supervisor = supervisor
         self.partitions = OwnedPartitions(OFFSETS_TOPIC, supervisor)
         self.consumer = ConsumerGroupCoordinator(self)  # KIP-848 groups, kept in the same groups
+        self.share = None  # broker/share's ShareGroupCoordinator: the share groups of our partitions are its
 
     def start(self) -> None:
         """Start the offset retention check (on the running loop): Kafka's delete-expired-group-metadata."""
@@ -105,6 +106,9 @@ class GroupCoordinator:
 
     async def _load(self, partition: int) -> None:
         for group in (await self.manager.load_partition(partition)).values():
+            if group.share is not None:
+                self.share.loaded(group.share)
+                continue
             self.groups[group.group_id] = group
             for member in group.members.values():  # each gets a session timeout from now to find us
                 self._schedule_session_timeout(group, member)
@@ -122,6 +126,7 @@ class GroupCoordinator:
                 group.complete_join(member, JoinGroupResult(ErrorCode.NOT_COORDINATOR, member.member_id))
                 group.complete_sync(member, SyncGroupResult(ErrorCode.NOT_COORDINATOR))
             self._remove_group(group)
+        self.share.unloaded(partition)
         log.info("unloaded %d groups of %s-%d", len(unloaded), OFFSETS_TOPIC, partition)
 
     def coordinator_error(self, group_id: str) -> ErrorCode:

@@ -18,6 +18,7 @@ from broker.coordinator import partitions as coordinator_partitions
 from broker.coordinator.internal_topics import OFFSETS_TOPIC, open_internal_topic, partition_for
 from broker.errors import ErrorCode
 from protocol.errors import CorruptRecord
+from broker.share import records as share_records
 from protocol.records import (
     CONTROL_COMMIT,
     BatchHeader,
@@ -193,7 +194,8 @@ class PartitionReplay:
 
     def groups(self) -> dict[str, GroupMetadata]:
         return {gid: g for gid, g in self._groups.items()
-                if gid in self._described or g.offsets or g.pending_txn_offsets or g.consumer is not None}
+                if gid in self._described or g.offsets or g.pending_txn_offsets or g.consumer is not None
+                or g.share is not None}
 
 
 def replay_partition(name: str, batches: Iterable[tuple[BatchHeader, bytes]]) -> dict[str, GroupMetadata]:
@@ -207,6 +209,9 @@ def replay_partition(name: str, batches: Iterable[tuple[BatchHeader, bytes]]) ->
 def _replay_record(record: Record, hdr: BatchHeader, group: Callable[[str], GroupMetadata], described: set[str]) -> None:
     if record.key is not None and consumer_records.is_consumer_group_key(record.key):
         consumer_records.replay(record.key, record.value, group)
+        return
+    if record.key is not None and share_records.is_share_group_key(record.key):
+        share_records.replay(record.key, record.value, group)
         return
     key = records.decode_key(record.key)
     if isinstance(key, records.OffsetCommitKey):

@@ -155,6 +155,7 @@ class GroupMetadata:
         # plain commits appended but not yet committed (acks=all): how many per partition
         self.pending_offset_commits: dict[TopicPartition, int] = {}
         self.consumer = None  # a KIP-848 consumer group's state (consumer_group.ConsumerGroup); None: classic
+        self.share = None  # while loading only: a share group's state (broker/share), handed to its coordinator
 
     def __repr__(self) -> str:
         return f"<group {self.group_id} {self.state.value} generation {self.generation_id}>"

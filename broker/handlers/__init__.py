@@ -44,6 +44,7 @@ from . import consumer_group_describe, consumer_group_heartbeat
 from . import share_acknowledge, share_fetch, share_group_describe, share_group_heartbeat
 from . import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets
 from . import delete_share_group_state, read_share_group_state, write_share_group_state
+from . import initialize_share_group_state, read_share_group_state_summary
 from . import (
     delete_groups,
     describe_groups,
@@ -124,6 +125,8 @@ _MODULES = [
     read_share_group_state,
     write_share_group_state,
     delete_share_group_state,
+    initialize_share_group_state,
+    read_share_group_state_summary,
     # transactions
     add_partitions_to_txn,
     add_offsets_to_txn,

@@ -1,5 +1,6 @@
 """AlterShareGroupOffsets: set where an empty share group's partitions start (their SPSO); what was in flight
-there is forgotten. Written to __share_group_state before the answer."""
+there is forgotten. InitializeShareGroupState at each partition's share coordinator, then the partitions are
+recorded as initialized in the group's ShareGroupStatePartitionMetadata, before the answer."""
 
 import uuid
 
@@ -17,24 +18,30 @@ async def handle(broker, request, header) -> dict:
     if error:
         return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": []}
     await broker.share.persister.loaded()
-    responses = []
+    codes, starts = {}, {}
     for wanted in request["topics"]:
         name = wanted["topic_name"]
         topic = broker.logs.topic(name)
-        partitions = []
         for p in wanted["partitions"]:
+            index = (name, p["partition_index"])
             if not broker.authorizer.authorize(header, "Read", TOPIC, name):
-                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                codes[index] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif topic is None or not 0 <= p["partition_index"] < topic.num_partitions:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                codes[index] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif p["start_offset"] < 0:
-                code = ErrorCode.INVALID_REQUEST
+                codes[index] = ErrorCode.INVALID_REQUEST
             else:
-                code = await broker.share.partitions.alter_start(
-                    ShareKey(group_id, topic.topic_id, p["partition_index"]), p["start_offset"])
-            partitions.append({"partition_index": p["partition_index"], "error_code": code, "error_message": None})
-        responses.append({"topic_name": name, "topic_id": topic.topic_id if topic else uuid.UUID(int=0),
-                          "partitions": partitions})
+                starts[ShareKey(group_id, topic.topic_id, p["partition_index"])] = p["start_offset"]
+    group = broker.share.groups.groups[group_id]
+    for key, code in (await broker.share.groups.alter_offsets(group, starts)).items():
+        codes[(broker.logs.topic_by_id(key.topic_id).name, key.partition)] = code
+    responses = []
+    for wanted in request["topics"]:
+        topic = broker.logs.topic(wanted["topic_name"])
+        responses.append({"topic_name": wanted["topic_name"], "topic_id": topic.topic_id if topic else uuid.UUID(int=0),
+                          "partitions": [{"partition_index": p["partition_index"], "error_message": None,
+                                          "error_code": codes[(wanted["topic_name"], p["partition_index"])]}
+                                         for p in wanted["partitions"]]})
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}
 
 
@@ -44,7 +51,7 @@ def _group_error(broker, header, group_id: str, operation: str) -> ErrorCode:
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
     if error := broker.groups.coordinator_error(group_id):
         return error
-    if group_id in broker.groups.groups:
+    if group_id not in broker.share.groups.groups:
         return ErrorCode.GROUP_ID_NOT_FOUND
     if broker.share.groups.members(group_id):
         return ErrorCode.NON_EMPTY_GROUP

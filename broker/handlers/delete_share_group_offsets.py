@@ -1,5 +1,6 @@
-"""DeleteShareGroupOffsets: forget an empty share group's state for whole topics; their next fetch starts
-at share.auto.offset.reset."""
+"""DeleteShareGroupOffsets: forget an empty share group's state for whole topics (moved to DeletingTopics of its
+ShareGroupStatePartitionMetadata while their state is deleted); their next fetch starts at
+share.auto.offset.reset."""
 
 import uuid
 
@@ -18,8 +19,8 @@ async def handle(broker, request, header) -> dict:
     if error:
         return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": []}
     await broker.share.persister.loaded()
-    keys = await broker.share.partitions.group_state(group_id)
-    responses = []
+    group = broker.share.groups.groups[group_id]
+    responses, deletable = [], []
     for wanted in request["topics"]:
         name = wanted["topic_name"]
         topic = broker.logs.topic(name)
@@ -29,8 +30,11 @@ async def handle(broker, request, header) -> dict:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             code = ErrorCode.NONE
-            for key in [k for k in keys if k.topic_id == topic.topic_id]:
-                code = code or await broker.share.partitions.delete_state(key)
+            deletable.append(topic.topic_id)
         responses.append({"topic_name": name, "topic_id": topic.topic_id if topic else uuid.UUID(int=0),
                           "error_code": code, "error_message": None})
+    error = await broker.share.groups.delete_offsets(group, deletable)
+    for r in responses:
+        if r["topic_id"] in deletable:
+            r["error_code"] = error
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}

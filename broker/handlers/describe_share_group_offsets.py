@@ -1,5 +1,5 @@
-"""DescribeShareGroupOffsets: each share partition's start offset (SPSO) and, v1 (KIP-1226), its lag -- the
-records at or past the start not yet acknowledged or archived."""
+"""DescribeShareGroupOffsets: each initialized share partition's start offset (SPSO) and, v1 (KIP-1226), its
+lag -- the records at or past the start not yet acknowledged or archived -- from ReadShareGroupStateSummary."""
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP, TOPIC
@@ -22,10 +22,11 @@ async def _group(broker, header, wanted: dict) -> dict:
     if error := broker.groups.coordinator_error(group_id):
         answer["error_code"] = error
         return answer
-    if group_id in broker.groups.groups:
+    group = broker.share.groups.groups.get(group_id)
+    if group is None:
         answer["error_code"], answer["error_message"] = ErrorCode.GROUP_ID_NOT_FOUND, f"{group_id} is not a share group"
         return answer
-    offsets = await broker.share.partitions.start_offsets(group_id)
+    offsets = await broker.share.partitions.start_offsets(group_id, broker.share.groups.share_keys(group))
     by_topic: dict[str, dict] = {}
     for key, (start, lag) in offsets.items():
         topic = broker.logs.topic_by_id(key.topic_id)

@@ -34,6 +34,8 @@ WHOLE_REQUEST = {
     "ReadShareGroupState": [_cluster("ClusterAction")],
     "WriteShareGroupState": [_cluster("ClusterAction")],
     "DeleteShareGroupState": [_cluster("ClusterAction")],
+    "InitializeShareGroupState": [_cluster("ClusterAction")],
+    "ReadShareGroupStateSummary": [_cluster("ClusterAction")],
 }
 CHECKED_IN_HANDLER = frozenset({
     "ApiVersions", "SaslHandshake", "SaslAuthenticate", "Metadata", "Produce", "Fetch", "ListOffsets",

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from storage import clock
 from broker.errors import ErrorCode
 from broker.config.group_configs import parse_duration_ms
-from broker.coordinator.internal_topics import INTERNAL_TOPIC_SETTINGS
 from protocol.records import scan_batches
 from storage.errors import OffsetOutOfRange
 
@@ -136,7 +135,9 @@ class SharePartitionManager:
                             self.config["group.share.delivery.count.limit"])
         sp.leader_epoch = leader.leader_epoch
         if snapshot is not None:
-            sp.restore(max(snapshot.start_offset, leader.log.log_start_offset), snapshot.state_batches)
+            sp.state_epoch = snapshot.state_epoch
+            if snapshot.start_offset >= 0:  # (else initialized without a start: share.auto.offset.reset's)
+                sp.restore(max(snapshot.start_offset, leader.log.log_start_offset), snapshot.state_batches)
         self.partitions[key] = sp
         return ErrorCode.NONE
 
@@ -155,7 +156,11 @@ class SharePartitionManager:
         later state never lands before an earlier one."""
         lock = self._write_locks.setdefault(key, asyncio.Lock())
         async with lock:
-            return await self.persister.write(key, Snapshot(sp.start, sp.state_batches(), 0, sp.leader_epoch))
+            error = await self.persister.write(key, Snapshot(sp.start, sp.state_batches(), sp.state_epoch,
+                                                             sp.leader_epoch))
+        if error == ErrorCode.FENCED_STATE_EPOCH and self.partitions.get(key) is sp:
+            del self.partitions[key]  # initialized anew meanwhile (AlterShareGroupOffsets): the next use reloads it
+        return error
 
     def _persist_later(self, key: ShareKey, sp: SharePartition) -> None:
         """A write nobody waits on (a lock expiry, a closed session): held by the supervisor, failures logged."""
@@ -254,35 +259,27 @@ class SharePartitionManager:
 
     # ---- the admin's view: start offsets (Describe/Alter/DeleteShareGroupOffsets) -------------
 
-    async def group_state(self, group_id: str) -> dict[ShareKey, SharePartition]:
-        """Every share partition of the group that has state: the live one where this broker leads the topic
-        partition, else one made from its durable state at its share coordinator."""
-        candidates = [ShareKey(group_id, t.topic_id, p) for t in self.broker.logs.topics.values()
-                      if t.name not in INTERNAL_TOPIC_SETTINGS for p in range(t.num_partitions)]
+    async def start_offsets(self, group_id: str, keys: list[ShareKey]) -> dict[ShareKey, tuple[int, int]]:
+        """Each of the group's share partitions ``keys`` with state: (start offset, lag = records not yet done,
+        from ReadShareGroupStateSummary's delivery complete count (KIP-1226); -1 where this broker has no
+        replica of the topic partition to count them, or the partition has no start yet)."""
         found = {}
-        for key, snapshot in (await self.persister.read_group(group_id, candidates)).items():
-            sp = found[key] = SharePartition(snapshot.start_offset, self.config["group.share.partition.max.record.locks"],
-                                             self.config["group.share.delivery.count.limit"])
-            sp.restore(snapshot.start_offset, snapshot.state_batches)
-        found.update((k, sp) for k, sp in self.partitions.items() if k.group_id == group_id)
-        return found
-
-    async def start_offsets(self, group_id: str) -> dict[ShareKey, tuple[int, int]]:
-        """Each share partition of the group with state: (start offset, lag = records not yet done; -1 where
-        this broker has no replica of the topic partition to count them)."""
-        found = {}
-        for key, sp in (await self.group_state(group_id)).items():
+        for key, summary in (await self.persister.read_summaries(group_id, keys)).items():
             topic = self.broker.logs.topic_by_id(key.topic_id)
             log_ = self.broker.logs.log(topic.name, key.partition) if topic is not None else None
-            found[key] = (sp.start, sp.backlog(log_.high_watermark) if log_ is not None else -1)
+            lag = -1
+            if log_ is not None and summary.start_offset >= 0 and summary.delivery_complete_count >= 0:
+                lag = max(0, log_.high_watermark - summary.start_offset - summary.delivery_complete_count)
+            found[key] = (summary.start_offset, lag)
         return found
 
-    async def alter_start(self, key: ShareKey, start: int) -> ErrorCode:
-        """The share partition starts anew at ``start`` (an empty group's AlterShareGroupOffsets)."""
-        sp = self.partitions.get(key)
-        if sp is not None:
-            sp.reset(start)
-        return await self.persister.write(key, Snapshot(start, []))
+    async def initialize(self, key: ShareKey, state_epoch: int, start: int) -> ErrorCode:
+        """The share partition's state starts anew at ``start`` (-1: at share.auto.offset.reset when it is first
+        fetched); one led here is made again from it at its next use."""
+        error = await self.persister.initialize(key, state_epoch, start)
+        if error == ErrorCode.NONE:
+            self.partitions.pop(key, None)
+        return error
 
     async def delete_state(self, key: ShareKey) -> ErrorCode:
         """Forget the share partition: the next fetch starts it at share.auto.offset.reset."""
@@ -291,8 +288,7 @@ class SharePartitionManager:
 
     # ---- groups ---------------------------------------------------------------------------
 
-    async def delete_group(self, group_id: str) -> ErrorCode:
-        keys = await self.group_state(group_id)
+    async def delete_group(self, group_id: str, keys: list[ShareKey]) -> ErrorCode:
         error = ErrorCode.NONE
         for key in keys:
             error = error or await self.delete_state(key)

@@ -71,6 +71,7 @@ class SharePartition:
         self.delivery_limit = delivery_limit
         self.acquired_total = 0  # records handed out since this broker loaded the partition (a metric)
         self.leader_epoch = -1  # of the topic partition's leadership it was loaded in
+        self.state_epoch = 0  # of the durable state it was made from (InitializeShareGroupState's)
 
     # ---- the durable part --------------------------------------------------------
 

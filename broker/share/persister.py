@@ -35,7 +35,9 @@ from protocol.errors import CorruptRecord
 from protocol.records import BatchHeader, build_batch, iter_records
 
 SNAPSHOT_KEY = 0  # the record type Kafka's share coordinator gives a ShareSnapshot
-READ_VERSION = WRITE_VERSION = DELETE_VERSION = 0
+READ_VERSION = WRITE_VERSION = DELETE_VERSION = INITIALIZE_VERSION = 0
+SUMMARY_VERSION = 1
+DONE_STATES = (2, 4)  # ACKNOWLEDGED, ARCHIVED in a snapshot's state batches
 RETRY_S = 0.1
 # a coordinator that moves or loads is asked again for this share of request.timeout.ms, so that the client's
 # request (under the same timeout) is answered -- with the error, which it retries -- before it gives up
@@ -55,10 +57,25 @@ class ShareKey(NamedTuple):
 
 
 class Snapshot(NamedTuple):
-    start_offset: int
+    start_offset: int  # -1: initialized without a start (the leader starts at share.auto.offset.reset)
     state_batches: list[dict]
     state_epoch: int = 0
     leader_epoch: int = -1
+
+    def delivery_complete_count(self) -> int:
+        """Offsets of the window acknowledged or archived (KIP-1226); -1 without a start."""
+        if self.start_offset < 0:
+            return -1
+        return sum(b["last_offset"] - max(b["first_offset"], self.start_offset) + 1 for b in self.state_batches
+                   if b["delivery_state"] in DONE_STATES and b["last_offset"] >= self.start_offset)
+
+
+class Summary(NamedTuple):
+    """What ReadShareGroupStateSummary tells of a share partition."""
+    start_offset: int
+    state_epoch: int
+    leader_epoch: int
+    delivery_complete_count: int
 
 
 def encode_key(key: ShareKey) -> bytes:
@@ -163,15 +180,40 @@ class SharePersister:
         return (error, None) if error else (ErrorCode.NONE, self.snapshots.get(key))
 
     def write_local(self, key: ShareKey, snapshot: Snapshot | None) -> coordinator_partitions.Pending:
-        """Append the key's snapshot (None: its deletion) as its share coordinator; NONE once committed."""
-        partition = self.partition_for(key)
-        if error := self.owned.error(partition):
+        """Append the key's snapshot (None: its deletion) as its share coordinator; NONE once committed. A write
+        from an older leadership of the topic partition, or of an older state epoch, is fenced."""
+        if error := self.owned.error(self.partition_for(key)):
             return error
         known = self.snapshots.get(key)
         if snapshot is None and known is None:
             return ErrorCode.NONE  # nothing to delete
-        if (snapshot is not None and known is not None and 0 <= snapshot.leader_epoch < known.leader_epoch):
-            return ErrorCode.FENCED_LEADER_EPOCH
+        if snapshot is not None and known is not None:
+            if 0 <= snapshot.leader_epoch < known.leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH
+            if snapshot.state_epoch < known.state_epoch:
+                return ErrorCode.FENCED_STATE_EPOCH
+        return self._append(key, snapshot)
+
+    def initialize_local(self, key: ShareKey, state_epoch: int, start_offset: int) -> coordinator_partitions.Pending:
+        """InitializeShareGroupState of one share partition (Kafka's checks and order): its state starts anew at
+        ``start_offset`` (-1: the leader's share.auto.offset.reset) with no window, at ``state_epoch``."""
+        if error := self.owned.error(self.partition_for(key)):
+            return error
+        if key.partition < 0 or state_epoch < -1:
+            return ErrorCode.INVALID_REQUEST
+        known = self.snapshots.get(key)
+        if known is not None and state_epoch != -1 and known.state_epoch > state_epoch:
+            return ErrorCode.FENCED_STATE_EPOCH
+        topic = self.logs.topic_by_id(key.topic_id)
+        if topic is None or key.partition >= topic.num_partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if known is not None and (known.state_epoch, known.start_offset, known.state_batches) == (
+                state_epoch, start_offset, []):
+            return ErrorCode.NONE  # (a retry)
+        return self._append(key, Snapshot(start_offset, [], state_epoch, 0))
+
+    def _append(self, key: ShareKey, snapshot: Snapshot | None) -> coordinator_partitions.Pending:
+        partition = self.partition_for(key)
         epoch = self._epochs[key] = self._epochs.get(key, 0) + 1
         value = None if snapshot is None else encode_value(snapshot, epoch)
         buf = bytearray(build_batch([(encode_key(key), value)]))
@@ -188,9 +230,6 @@ class SharePersister:
         return coordinator_partitions.committed(self.replicas, SHARE_STATE_TOPIC, partition,
                                                 self.config["offsets.commit.timeout.ms"])
 
-    def groups(self) -> set[str]:
-        return {key.group_id for key in self.snapshots}
-
     # ---- the share-partition leader's side -------------------------------------------------
 
     async def read(self, key: ShareKey) -> tuple[ErrorCode, Snapshot | None]:
@@ -205,10 +244,31 @@ class SharePersister:
 
         return (await self._ask(key, local, lambda node: self._write_remote(node, key, snapshot)))[0]
 
-    async def read_group(self, group_id: str, keys: list[ShareKey]) -> dict[ShareKey, Snapshot]:
-        """The durable state of those of ``keys`` (all of ``group_id``) that have one, asked of each share
-        coordinator at once (the group coordinator's admin view; Kafka's ReadShareGroupStateSummary).
-        A coordinator that cannot answer now leaves its keys out."""
+    async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> ErrorCode:
+        """InitializeShareGroupState at the key's share coordinator, wherever it is; NONE once committed there."""
+
+        async def local():
+            return await coordinator_partitions.settled(self.initialize_local(key, state_epoch, start_offset)), None
+
+        async def remote(node: int):
+            response = await self._channel_().send(node, "InitializeShareGroupState", INITIALIZE_VERSION, {
+                "group_id": key.group_id, "topics": [{"topic_id": key.topic_id, "partitions": [
+                    {"partition": key.partition, "state_epoch": state_epoch, "start_offset": start_offset}]}]})
+            return ErrorCode(response["results"][0]["partitions"][0]["error_code"]), None
+
+        return (await self._ask(key, local, remote))[0]
+
+    def summary_local(self, key: ShareKey) -> tuple[ErrorCode, Summary | None]:
+        error, found = self.read_local(key)
+        if found is None:
+            return error, None
+        return error, Summary(found.start_offset, found.state_epoch, found.leader_epoch,
+                              found.delivery_complete_count())
+
+    async def read_summaries(self, group_id: str, keys: list[ShareKey]) -> dict[ShareKey, Summary]:
+        """The summaries of those of ``keys`` (all of ``group_id``) that have state, asked of each share
+        coordinator at once with ReadShareGroupStateSummary (the group coordinator's admin view). A coordinator
+        that cannot answer now leaves its keys out."""
         if not await self.ready():
             return {}
         by_node: dict[int, list[ShareKey]] = {}
@@ -219,22 +279,22 @@ class SharePersister:
         found = {}
         for node, node_keys in by_node.items():
             if node == self.broker.node_id:
-                found.update((k, s) for k, s in ((k, self.read_local(k)[1]) for k in node_keys) if s is not None)
+                found.update((k, s) for k, s in ((k, self.summary_local(k)[1]) for k in node_keys) if s is not None)
                 continue
             by_topic: dict[uuid.UUID, list[dict]] = {}
             for key in node_keys:
                 by_topic.setdefault(key.topic_id, []).append({"partition": key.partition, "leader_epoch": -1})
             try:
-                response = await self._channel_().send(node, "ReadShareGroupState", READ_VERSION, {
+                response = await self._channel_().send(node, "ReadShareGroupStateSummary", SUMMARY_VERSION, {
                     "group_id": group_id, "topics": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()]})
             except (OSError, asyncio.TimeoutError) as exc:
                 log.warning("share coordinator %d unreachable for group %s: %s", node, group_id, exc)
                 continue
             for result in response["results"]:
                 for p in result["partitions"]:
-                    if not p["error_code"] and p["start_offset"] >= 0:
-                        found[ShareKey(group_id, result["topic_id"], p["partition"])] = Snapshot(
-                            p["start_offset"], p["state_batches"], p["state_epoch"])
+                    if not p["error_code"] and p["state_epoch"] >= 0:
+                        found[ShareKey(group_id, result["topic_id"], p["partition"])] = Summary(
+                            p["start_offset"], p["state_epoch"], p["leader_epoch"], p["delivery_complete_count"])
         return found
 
     async def _ask(self, key: ShareKey, local, remote) -> tuple[ErrorCode, Snapshot | None]:
@@ -275,8 +335,7 @@ class SharePersister:
         p = response["results"][0]["partitions"][0]
         if p["error_code"]:
             return ErrorCode(p["error_code"]), None
-        if p["start_offset"] < 0:
-            return ErrorCode.NONE, None
+        # (start -1: no state, or initialized without a start -- its state epoch counts either way)
         return ErrorCode.NONE, Snapshot(p["start_offset"], p["state_batches"], p["state_epoch"])
 
     async def _write_remote(self, node: int, key: ShareKey, snapshot: Snapshot | None) -> tuple[ErrorCode, None]:

@@ -1,5 +1,5 @@
 """A share group (KIP-932) through the kill -9 of its share coordinator, then of its topic partition's leader,
-in a three-broker cluster.
+then of its group coordinator, in a three-broker cluster.
 
 The share-partition state is in __share_group_state, replicated like any partition: the
 share coordinator's successor loads it, a new topic partition leader reads it there. Records
@@ -15,7 +15,7 @@ from confluent_kafka import AcknowledgeType, Producer
 
 from broker.coordinator.internal_topics import partition_for
 from helpers.cluster import CLUSTER_DEFAULTS, start_cluster  # noqa: F401 (fixture)
-from helpers.share import records, share_consumer, topic_id, warm_up
+from helpers.share import describe, heartbeat, listed, records, share_consumer, topic_id, warm_up
 from helpers.wire import WireClient
 
 pytestmark = pytest.mark.timeout(240)
@@ -88,10 +88,30 @@ def test_share_group_state_survives_coordinator_and_leader_kills(start_cluster):
     got = _consume(cluster.bootstrap, third, 90)
     assert sorted(got) == sorted(third), "nothing acknowledged before the kill comes again"
 
-    # the group coordinator's admin view gathers the state from the share coordinator, wherever it is
+    # the group's coordinator dies with a member in the group: its successor replays the group from
+    # __consumer_offsets (epochs, member, assignment), lists it, and deletes it once it is empty
+    cluster.brokers[leader].restart()
     offsets_partitions = CLUSTER_DEFAULTS["offsets.topic.num.partitions"]
-    coordinator = cluster.leader("__consumer_offsets", partition_for("sg", offsets_partitions))
+    group_partition = partition_for("sg", offsets_partitions)
+    cluster.wait_for_isr("__consumer_offsets", group_partition, set(cluster.brokers), timeout=60)
+    coordinator = cluster.leader("__consumer_offsets", group_partition)
     with WireClient(cluster.brokers[coordinator].port) as w:
+        joined = heartbeat(w, "sg", "raw-member", 0, ["sq"])
+        assert joined["error_code"] == 0, joined
+        before = describe(w, "sg")
+    cluster.brokers[coordinator].kill()
+    successor = cluster.wait_for_leader("__consumer_offsets", group_partition, not_in=(coordinator,), timeout=60)
+    with WireClient(cluster.brokers[successor].port) as w:
+        after = describe(w, "sg")
+        assert (after["error_code"], after["group_epoch"], after["assignment_epoch"]) == (
+            0, before["group_epoch"], before["assignment_epoch"])
+        assert [(m["member_id"], m["member_epoch"]) for m in after["members"]] == [("raw-member", joined["member_epoch"])]
+        assert listed(w) == [("sg", "Stable")]
+        assert heartbeat(w, "sg", "raw-member", joined["member_epoch"])["error_code"] == 0  # goes on at its epoch
+        assert heartbeat(w, "sg", "raw-member", -1)["error_code"] == 0
+        assert listed(w) == [("sg", "Empty")]
+
+        # the group coordinator's admin view gathers the state from the share coordinator, wherever it is
         def offsets():
             answer = w.request("DescribeShareGroupOffsets", 1, {"groups": [{"group_id": "sg", "topics": None}]})
             return [(t["topic_name"], p["partition_index"], p["start_offset"], p["lag"])
@@ -102,3 +122,4 @@ def test_share_group_state_survives_coordinator_and_leader_kills(start_cluster):
         deleted = w.request("DeleteGroups", 2, {"groups_names": ["sg"]})
         assert [r["error_code"] for r in deleted["results"]] == [0]
         assert offsets() == []
+        assert listed(w) == []

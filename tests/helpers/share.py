@@ -62,3 +62,29 @@ def topic_id(port: int, topic: str):
                                         "allow_auto_topic_creation": False,
                                         "include_topic_authorized_operations": False})
     return md["topics"][0]["topic_id"]
+
+
+def heartbeat(w: WireClient, group: str, member: str, epoch: int, topics: list[str] | None = None) -> dict:
+    """A raw ShareGroupHeartbeat v1 (``topics`` None: the subscription is unchanged)."""
+    return w.request("ShareGroupHeartbeat", 1, {"group_id": group, "member_id": member, "member_epoch": epoch,
+                                                "rack_id": None, "subscribed_topic_names": topics})
+
+
+def describe(w: WireClient, group: str) -> dict:
+    """ShareGroupDescribe v1 of one group, waiting out a coordinator that is still loading."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = w.request("ShareGroupDescribe", 1, {"group_ids": [group],
+                                                    "include_authorized_operations": False})["groups"][0]
+        if found["error_code"] != 14 or time.monotonic() > deadline:  # COORDINATOR_LOAD_IN_PROGRESS
+            return found
+
+
+def listed(w: WireClient) -> list[tuple[str, str]]:
+    """(group id, state) of the share groups ListGroups v5 shows."""
+    groups = w.request("ListGroups", 5, {"states_filter": [], "types_filter": ["share"]})["groups"]
+    return sorted((g["group_id"], g["group_state"]) for g in groups)
+
+
+def assignment(response: dict) -> list[tuple[str, list[int]]]:
+    return sorted((str(t["topic_id"]), t["partitions"]) for t in response["assignment"]["topic_partitions"])

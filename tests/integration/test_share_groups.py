@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import Counter
 
 from confluent_kafka import AcknowledgeType, Producer
 
-from helpers.share import SHARE_BROKER, new_topic, records, share_consumer, topic_id, warm_up
+from helpers.kafka import create_topic
+from helpers.share import (SHARE_BROKER, assignment, describe, heartbeat, listed, new_topic, records, share_consumer,
+                           topic_id, warm_up)
 from helpers.wire import WireClient, alter_group_configs, describe_group_configs
 from operations.test_metrics import scrape
 
@@ -165,9 +168,9 @@ def test_acknowledged_records_stay_done_after_kill_9(start_broker):
         b.kill()
         c.close()
     b.restart()
-    with WireClient(b.port) as w:  # the group is known from its durable state before any member is back
-        listed = w.request("ListGroups", 5, {"states_filter": [], "types_filter": ["share"]})["groups"]
-    assert [(g["group_id"], g["group_state"]) for g in listed] == [("g", "Empty")]
+    with WireClient(b.port) as w:  # the group is back from __consumer_offsets, its member until its session ends
+        assert describe(w, "g")["error_code"] == 0
+        assert listed(w) == [("g", "Stable")]
     after = share_consumer(b.bootstrap, "g", "durable")
     try:
         redelivered = _poll_until(after, lambda got: len(got) >= 10, 45)
@@ -175,6 +178,130 @@ def test_acknowledged_records_stay_done_after_kill_9(start_broker):
         assert sorted(m.value() for m in redelivered) == sorted(values[10:]), "only the unacknowledged ones"
     finally:
         after.close()
+
+
+def _members(described: dict) -> list[tuple]:
+    return sorted((m["member_id"], m["member_epoch"], m["subscribed_topic_names"],
+                   sorted((t["topic_name"], t["partitions"]) for t in m["assignment"]["topic_partitions"]))
+                  for m in described["members"])
+
+
+def test_a_restarted_coordinator_keeps_the_share_group_and_deletes_it(start_broker):
+    """Membership lives in __consumer_offsets: after a kill -9 the group is back with its epochs, members (until
+    their sessions run out) and assignment; an empty one is still listed, and DeleteGroups deletes it."""
+    b = start_broker({**SHARE_BROKER, "group.share.session.timeout.ms": 5000,
+                      "group.share.min.session.timeout.ms": 1000})
+    create_topic(b.bootstrap, "moved", 2)
+    with WireClient(b.port) as w:
+        one = heartbeat(w, "mg", "member-one", 0, ["moved"])
+        two = heartbeat(w, "mg", "member-two", 0, ["moved"])
+        one = heartbeat(w, "mg", "member-one", one["member_epoch"])
+        assert one["error_code"] == two["error_code"] == 0 and one["member_epoch"] == two["member_epoch"]
+        before = describe(w, "mg")
+        assert len(before["members"]) == 2 and before["group_epoch"] == before["assignment_epoch"] > 0
+    b.kill()
+    b.restart()
+    with WireClient(b.port) as w:
+        after = describe(w, "mg")
+        assert (after["error_code"], after["group_state"], after["group_epoch"], after["assignment_epoch"]) == (
+            0, "Stable", before["group_epoch"], before["assignment_epoch"])
+        assert _members(after) == _members(before)
+        assert listed(w) == [("mg", "Stable")]
+        # member-one goes on at its epoch; member-two, silent, is fenced once its fresh session runs out
+        deadline = time.monotonic() + 30
+        epoch = one["member_epoch"]
+        while len(describe(w, "mg")["members"]) == 2 and time.monotonic() < deadline:
+            beat = heartbeat(w, "mg", "member-one", epoch)
+            assert beat["error_code"] == 0, beat
+            epoch = beat["member_epoch"]
+            time.sleep(0.5)
+        beat = heartbeat(w, "mg", "member-one", epoch)
+        assert beat["member_epoch"] > one["member_epoch"] and [p for _, p in assignment(beat)] == [[0, 1]]
+        assert heartbeat(w, "mg", "member-one", -1)["error_code"] == 0
+        assert listed(w) == [("mg", "Empty")]
+        empty = describe(w, "mg")
+    b.kill()
+    b.restart()
+    with WireClient(b.port) as w:
+        again = describe(w, "mg")
+        assert (again["group_state"], again["group_epoch"], again["members"]) == ("Empty", empty["group_epoch"], [])
+        assert listed(w) == [("mg", "Empty")]
+        assert w.request("DeleteGroups", 2, {"groups_names": ["mg"]})["results"][0]["error_code"] == 0
+        assert listed(w) == []
+    b.restart()
+    with WireClient(b.port) as w:
+        assert describe(w, "mg")["error_code"] == 69  # GROUP_ID_NOT_FOUND: its tombstones were replayed
+        assert listed(w) == []
+
+
+def test_share_state_is_initialized_when_a_group_subscribes_and_summarized_for_the_admin(start_broker):
+    """InitializeShareGroupState (83) and ReadShareGroupStateSummary (87) at the share coordinator: a member
+    joining initializes its partitions' state (start -1, state epoch = group epoch) before its heartbeat is
+    answered; the summary counts the window's done offsets (v1); an older state epoch is fenced, a newer one
+    starts the state anew and fences the leader's writes of the old one, so its next fetch starts there."""
+    b = start_broker(SHARE_BROKER)
+    new_topic(b.bootstrap, "init")
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    with WireClient(b.port) as w:
+        tid = topic_id(b.port, "init")
+        joined = heartbeat(w, "ig", "init-member-000000001", 0, ["init"])
+        assert joined["error_code"] == 0
+
+        def summary(version: int, group: str = "ig", topic=tid) -> dict:
+            answer = w.request("ReadShareGroupStateSummary", version, {"group_id": group, "topics": [
+                {"topic_id": topic, "partitions": [{"partition": 0, "leader_epoch": -1}]}]})
+            return answer["results"][0]["partitions"][0]
+
+        def initialize(state_epoch: int, start: int, topic=tid) -> int:
+            answer = w.request("InitializeShareGroupState", 0, {"group_id": "ig", "topics": [
+                {"topic_id": topic, "partitions": [{"partition": 0, "state_epoch": state_epoch, "start_offset": start}]}]})
+            return answer["results"][0]["partitions"][0]["error_code"]
+
+        first = summary(1)
+        assert (first["error_code"], first["start_offset"], first["state_epoch"], first["delivery_complete_count"]) == (
+            0, -1, joined["member_epoch"], -1)
+        for n in range(5):
+            p.produce("init", f"i{n}".encode())
+        p.flush(10)
+
+        def fetch(epoch: int, acks: list[dict]) -> dict:
+            return w.request("ShareFetch", 1, {
+                "group_id": "ig", "member_id": "init-member-000000001", "share_session_epoch": epoch,
+                "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+                "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": acks}]}],
+                "forgotten_topics_data": []})["responses"][0]["partitions"][0]
+
+        # latest: the state starts at the log's end when first fetched (nothing to answer)
+        assert w.request("ShareFetch", 1, {
+            "group_id": "ig", "member_id": "init-member-000000001", "share_session_epoch": 0, "max_wait_ms": 100,
+            "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+            "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []})["responses"] == []
+        for n in range(5, 10):
+            p.produce("init", f"i{n}".encode())
+        p.flush(10)
+        assert fetch(1, [])["acquired_records"] == [{"first_offset": 5, "last_offset": 9, "delivery_count": 1}]
+        accepted = fetch(2, [{"first_offset": 6, "last_offset": 7, "acknowledge_types": [1]}])
+        assert accepted["acknowledge_error_code"] == 0
+        done = summary(1)
+        assert (done["start_offset"], done["delivery_complete_count"]) == (5, 2)  # 6 and 7 of the window [5, 9]
+        v0 = summary(0)  # (no DeliveryCompleteCount on the wire: the decoder's default)
+        assert (v0["start_offset"], v0["delivery_complete_count"]) == (5, 0)
+        assert summary(1, group="nobody")["state_epoch"] == -1  # no state: -1s
+
+        assert initialize(done["state_epoch"] - 1, 0) == 124  # FENCED_STATE_EPOCH
+        assert initialize(done["state_epoch"], 0, topic=uuid.uuid4()) == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        assert initialize(done["state_epoch"] + 1, 9) == 0
+        anew = summary(1)
+        assert (anew["start_offset"], anew["state_epoch"], anew["delivery_complete_count"]) == (
+            9, done["state_epoch"] + 1, 0)
+        # the leader's write of the old state epoch is fenced, and what it acquires next comes from the new state
+        fenced = fetch(3, [{"first_offset": 5, "last_offset": 5, "acknowledge_types": [1]}])
+        assert fenced["acknowledge_error_code"] == 124
+        assert fenced["acquired_records"] == [{"first_offset": 9, "last_offset": 9, "delivery_count": 1}]
+        described = w.request("DescribeShareGroupOffsets", 1, {"groups": [{"group_id": "ig", "topics": None}]})
+        (offset,) = described["groups"][0]["topics"][0]["partitions"]
+        assert (offset["start_offset"], offset["lag"]) == (9, 1)  # 9 is acquired, not done
 
 
 def _set_group_configs(port: int, group: str, configs: dict[str, str]) -> None:
@@ -262,6 +389,8 @@ def test_a_closed_connection_releases_its_records_before_their_locks_expire(star
     p.flush(10)
     w = WireClient(b.port)
     tid = topic_id(b.port, "conn")
+    # a member (its share partition's state initialized as it joins) fetches the record, then its process dies
+    assert heartbeat(w, "cg", "raw-member-0000000001", 0, ["conn"])["error_code"] == 0
     fetched = w.request("ShareFetch", 1, {
         "group_id": "cg", "member_id": "raw-member-0000000001", "share_session_epoch": 0, "max_wait_ms": 5000,
         "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,

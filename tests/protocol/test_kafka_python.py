@@ -145,7 +145,7 @@ def cross_sample(name: str, version: int, variant: str) -> dict:
 NOT_IN_KAFKA_PYTHON = {"ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "ShareGroupHeartbeat", "ShareGroupDescribe",
                        "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
                        "DeleteShareGroupOffsets", "ReadShareGroupState", "WriteShareGroupState",
-                       "DeleteShareGroupState"}
+                       "DeleteShareGroupState", "InitializeShareGroupState", "ReadShareGroupStateSummary"}
 CROSS_CASES = [(name, version, variant) for name, version in advertised_versions() for variant in VARIANTS
                if name.removesuffix("Request").removesuffix("Response") not in NOT_IN_KAFKA_PYTHON]
 

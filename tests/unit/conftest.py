@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from storage import clock
 from protocol.records import parse_produce_records
+from storage import clock
 from storage.config import LogConfig
 from storage.log_manager import LogManager
 

@@ -9,15 +9,14 @@ import itertools
 
 import pytest
 
-from storage import clock
 from broker.config.broker_config import BrokerConfig
 from broker.coordinator.partitions import ACTIVE
 from broker.errors import ErrorCode
 from broker.group.coordinator import GroupCoordinator
 from broker.group.metadata import CommittedOffset, GroupMetadata, GroupState, MemberMetadata
+from storage import clock
 
 from .conftest import run as bounded
-
 
 EMPTY, PREPARING = GroupState.EMPTY, GroupState.PREPARING_REBALANCE
 COMPLETING, STABLE, DEAD = GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD

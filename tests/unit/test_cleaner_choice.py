@@ -3,9 +3,8 @@ clock's wall time: min.cleanable.dirty.ratio, min/max.compaction.lag.ms, delete.
 
 from __future__ import annotations
 
-
-from storage import clock
 from protocol.records import build_batch, iter_records
+from storage import clock
 from storage.cleaner import LogCleaner
 
 from .conftest import append

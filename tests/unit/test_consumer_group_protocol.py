@@ -9,11 +9,11 @@ import uuid
 import pytest
 
 from broker.config.broker_config import BrokerConfig
+from broker.config.group_configs import GroupConfigs
 from broker.coordinator.partitions import ACTIVE
 from broker.errors import ErrorCode
 from broker.group.consumer_group import ConsumerGroup, ConsumerMember, MemberState, reconcile
 from broker.group.coordinator import GroupCoordinator
-from broker.config.group_configs import GroupConfigs
 
 from .test_classic_group import Manager
 

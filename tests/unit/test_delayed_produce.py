@@ -10,8 +10,8 @@ import pytest
 from broker.cluster.metadata import PartitionState
 from broker.errors import ErrorCode
 
-from .replication import Replica
 from .conftest import run
+from .replication import Replica
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 from broker.cluster.metadata import PartitionState
 from broker.errors import ErrorCode
 
-from .replication import LAG_MS, Replica
 from .conftest import run
+from .replication import LAG_MS, Replica
 
 
 @pytest.fixture

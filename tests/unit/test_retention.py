@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-
-from storage import clock
 from broker.broker import Broker
 from protocol.records import build_batch
+from storage import clock
 
 from .conftest import append
 

@@ -8,14 +8,14 @@ import asyncio
 
 import pytest
 
-from storage import clock
 from broker.config.broker_config import BrokerConfig
 from broker.coordinator.partitions import ACTIVE
 from broker.errors import ErrorCode
-from broker.transaction.producer_ids import ProducerIdManager
 from broker.supervisor import Supervisor
 from broker.transaction.coordinator import TransactionCoordinator
 from broker.transaction.metadata import InvalidTransition, TransactionMetadata, TransactionState
+from broker.transaction.producer_ids import ProducerIdManager
+from storage import clock
 
 from .conftest import run
 
