@@ -20,9 +20,10 @@ from broker.security.authorization import config_refusal
 from broker.group_configs import GROUP_RESOURCE
 from broker.topic_configs import STRING, TOPIC_CONFIGS
 from storage.config import LOG_CONFIG_NAMES
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DescribeConfigs"
-VERSIONS = (1, 4)
+API = Api("DescribeConfigs", (1, 4), acl=IN_HANDLER)
 
 TOPIC = 2
 BROKER = 4

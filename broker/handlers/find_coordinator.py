@@ -7,9 +7,10 @@ leader the answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
 from broker.errors import ErrorCode
 from broker.internal_topics import partition_for
 from broker.security import authorizer
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "FindCoordinator"
-VERSIONS = (0, 6)
+API = Api("FindCoordinator", (0, 6), acl=IN_HANDLER)
 
 GROUP, TRANSACTION = 0, 1
 _TOPICS = {GROUP: "__consumer_offsets", TRANSACTION: "__transaction_state"}

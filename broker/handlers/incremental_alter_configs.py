@@ -11,9 +11,10 @@ from broker.security.authorization import config_refusal
 from broker import group_configs
 from broker.group_configs import GROUP_RESOURCE
 from storage.config import LOG_CONFIG_NAMES
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "IncrementalAlterConfigs"
-VERSIONS = (0, 1)
+API = Api("IncrementalAlterConfigs", (0, 1), acl=IN_HANDLER)
 
 BROKER_LOGGER = 8
 
