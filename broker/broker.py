@@ -6,9 +6,9 @@ import logging
 
 from storage import clock
 from storage.catalog import TopicMetadata, validate_topic_name
+from storage.config import TOPIC_CONFIGS, LogConfig
+from storage.errors import InvalidConfig, TopicExists
 from storage.cleaner import LogCleaner
-from storage.config import LogConfig, parse_cleanup_policy
-from storage.errors import TopicExists
 from storage.log_manager import LogManager
 
 from . import faults
@@ -48,29 +48,13 @@ DEDUPE_BYTES_PER_KEY = 24
 
 
 def broker_log_config(config: BrokerConfig) -> LogConfig:
-    """The topics' defaults from the broker's log.* settings; raises ConfigError."""
+    """The topics' defaults from the broker settings TOPIC_CONFIGS names as their synonyms; raises ConfigError."""
+    texts = {c.name: str(config[c.broker]) for c in TOPIC_CONFIGS.values()
+             if c.enforced and c.broker and config[c.broker] is not None}
+    texts["retention.ms"] = str(config.retention_ms)  # of log.retention.ms, .minutes or .hours
     try:
-        return LogConfig(
-            segment_bytes=config["log.segment.bytes"],
-            segment_ms=config["log.roll.ms"],
-            flush_interval_messages=config["log.flush.interval.messages"],
-            flush_interval_ms=config["log.flush.interval.ms"],
-            index_interval_bytes=config["log.index.interval.bytes"],
-            retention_ms=config.retention_ms,
-            retention_bytes=config["log.retention.bytes"],
-            file_delete_delay_ms=config["log.segment.delete.delay.ms"],
-            cleanup_policy=parse_cleanup_policy(config["log.cleanup.policy"]),
-            delete_retention_ms=config["log.cleaner.delete.retention.ms"],
-            min_cleanable_dirty_ratio=config["log.cleaner.min.cleanable.ratio"],
-            min_compaction_lag_ms=config["log.cleaner.min.compaction.lag.ms"],
-            max_compaction_lag_ms=config["log.cleaner.max.compaction.lag.ms"],
-            max_message_bytes=config["message.max.bytes"],
-            min_insync_replicas=config["min.insync.replicas"],
-            compression_type=config["compression.type"],
-            message_timestamp_before_max_ms=config["log.message.timestamp.before.max.ms"],
-            message_timestamp_after_max_ms=config["log.message.timestamp.after.max.ms"],
-        )
-    except ValueError as exc:  # InvalidConfig, or a cleanup policy that is not one
+        return LogConfig().with_topic_configs(texts)
+    except InvalidConfig as exc:
         raise ConfigError(f"invalid log configuration: {exc}") from None
 
 

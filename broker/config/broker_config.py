@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from storage.config import MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES
+from storage.config import BOOLEAN, DOUBLE, INT, LONG, MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES, TOPIC_CONFIGS, TopicConfig
 
 from .kafka_configs import KAFKA_BROKER_CONFIGS
 from .log_levels import log_levels_problem
@@ -53,6 +53,24 @@ class Setting:
     check: Callable[[object], str | None] | None = None  # an error message for a value Kafka refuses
 
 
+def _topic_default(config: TopicConfig) -> Setting:
+    """The broker setting giving a topic config's default: of its type, checked as it is, its doc."""
+    parse = {BOOLEAN: _bool, DOUBLE: float, INT: int, LONG: int}.get(config.type, str)
+    default = None if config.broker_unset else parse(config.default)
+
+    def check(value) -> str | None:
+        return config.problem(str(value)) if config.enforced else None
+
+    return Setting(config.broker, parse if default is not None else _optional(parse), default,
+                   f"{config.doc} Topics' default {config.name}.", check)
+
+
+def _optional(parse: Callable[[str], object]) -> Callable[[str], object]:
+    return lambda text: None if text.strip() in ("", "none", "None") else parse(text)
+
+
+TOPIC_DEFAULTS = sorted((_topic_default(c) for c in TOPIC_CONFIGS.values() if c.broker), key=lambda s: s.name)
+
 SETTINGS: list[Setting] = [
     Setting("listeners", str, "PLAINTEXT://127.0.0.1:9092", "Comma-separated listener URLs to bind."),
     Setting("advertised.listeners", str, "", "Listener URLs given to clients (default: listeners)."),
@@ -72,25 +90,12 @@ SETTINGS: list[Setting] = [
             log_levels_problem),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", at_least(1)),
     Setting("auto.create.topics.enable", _bool, True, "Create unknown topics on Metadata and Produce."),
-    Setting("log.segment.bytes", int, 1 << 30, "Roll a segment when it reaches this size.",
-            between(MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES)),
-    Setting("log.roll.ms", int, 7 * 24 * 3600 * 1000, "Roll a segment when it is this old.", at_least(1)),
-    Setting("log.flush.interval.messages", _optional_int, 2**63 - 1,
-            "fsync after this many messages (the default, Kafka's, leaves it to the OS).", at_least(1)),
-    Setting("log.flush.interval.ms", _optional_int, None, "fsync at most this long after a write (default: the OS).",
-            at_least(0)),
-    Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries.", at_least(0)),
+    *TOPIC_DEFAULTS,  # log.segment.bytes, ...: storage.config.TOPIC_CONFIGS' broker synonyms
     Setting("log.retention.hours", int, 168, "Delete a segment whose newest record is this old (-1: forever).",
             at_least(-1)),
     Setting("log.retention.minutes", _optional_int, None, "Like log.retention.hours; wins over it when set.",
             at_least(-1)),
-    Setting("log.retention.ms", _optional_int, None, "Like log.retention.minutes; wins over it when set (-1: forever).",
-            at_least(-1)),
-    Setting("log.retention.bytes", int, -1, "Delete the oldest segments while a partition is larger (-1: no limit)."),
     Setting("log.retention.check.interval.ms", int, 300_000, "How often retention is applied.", at_least(1)),
-    Setting("log.segment.delete.delay.ms", int, 60_000, "How long a deleted segment's files linger as *.deleted.",
-            at_least(0)),
-    Setting("log.cleanup.policy", str, "delete", "Topics' default cleanup.policy: delete, compact or both."),
     Setting("log.cleaner.enable", _bool, True, "Run the log cleaner for compacted topics."),
     Setting("log.cleaner.threads", int, 1, "Threads cleaning compacted logs.", at_least(1)),
     Setting("log.cleaner.io.max.bytes.per.second", float, 1.7976931348623157e308,
@@ -100,17 +105,6 @@ SETTINGS: list[Setting] = [
             at_least(24)),
     Setting("log.cleaner.backoff.ms", int, 15_000, "How long the cleaner sleeps when no log needs cleaning.",
             at_least(0)),
-    Setting("log.cleaner.delete.retention.ms", int, 86_400_000, "How long a compacted log keeps tombstones.",
-            at_least(0)),
-    Setting("log.cleaner.min.cleanable.ratio", float, 0.5, "Dirty share of a log that makes it worth cleaning.",
-            between(0, 1)),
-    Setting("log.cleaner.min.compaction.lag.ms", int, 0, "A record stays uncompacted at least this long.",
-            at_least(0)),
-    Setting("log.cleaner.max.compaction.lag.ms", int, 2**63 - 1, "A record is compacted at most this long after.",
-            at_least(1)),
-    Setting("min.insync.replicas", int, 1, "In-sync replicas an acks=all produce needs.", at_least(1)),
-    Setting("compression.type", str, "producer", "Topics' default codec batches are stored in: uncompressed, "
-            "gzip, snappy, lz4, zstd, or producer (as the producer sent them)."),
     Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame accepted."),
     Setting("queued.max.requests", int, 500, "Requests read but not yet handled, all connections together; "
             "past it connections stop reading.", at_least(1)),
@@ -123,7 +117,6 @@ SETTINGS: list[Setting] = [
     Setting("quota.window.num", int, 11, "Windows client quota rates are measured over.", between(1, 2**31 - 1)),
     Setting("quota.window.size.seconds", int, 1, "Length of one client quota window.", between(1, 2**31 - 1)),
     Setting("connections.max.idle.ms", int, 600_000, "Close a connection idle this long.", between(1, 2**63 - 1)),
-    Setting("message.max.bytes", int, 1048588, "Largest record batch accepted, as in Kafka.", at_least(0)),
     Setting("fetch.max.bytes", int, 55 * 1024 * 1024, "Most bytes one Fetch response carries (the first batch excepted).",
             at_least(1024)),
     Setting("metrics.port", _optional_int, None, "Serve Prometheus metrics on this port (default: off).",
@@ -137,10 +130,6 @@ SETTINGS: list[Setting] = [
             "Client properties the console connects with (a SASL or TLS first listener), as --command-config."),
     Setting("max.incremental.fetch.session.cache.slots", int, 1000,
             "Incremental fetch sessions (KIP-227) the broker keeps; 0 answers every Fetch sessionless.", at_least(0)),
-    Setting("log.message.timestamp.before.max.ms", int, 2**63 - 1,
-            "Refuse CreateTime timestamps further than this in the past (INVALID_TIMESTAMP)."),
-    Setting("log.message.timestamp.after.max.ms", int, 3_600_000,
-            "Refuse CreateTime timestamps further than this in the future (INVALID_TIMESTAMP)."),
     Setting("group.initial.rebalance.delay.ms", int, 3000,
             "How long an empty group waits for more members before its first rebalance."),
     Setting("group.max.size", int, 2**31 - 1, "Most members a consumer group may have (GROUP_MAX_SIZE_REACHED).",
@@ -251,8 +240,6 @@ SETTINGS: list[Setting] = [
             "keys (moldau_etcd_view_divergences counts differences; each is repaired by a resync).",
             between(100, 2**31 - 1)),
     Setting("default.replication.factor", int, 1, "Replicas of an auto-created or unspecified-factor topic."),
-    Setting("unclean.leader.election.enable", _bool, False,
-            "Elect an out-of-sync replica when no in-sync one is left, losing what it lacks (topic-level too)."),
     Setting("auto.leader.rebalance.enable", _bool, True,
             "The controller moves leadership back to preferred replicas that are in sync."),
     Setting("leader.imbalance.check.interval.seconds", int, 300, "How often the controller looks for that."),

@@ -28,7 +28,7 @@ import json
 import logging
 from typing import Callable, NamedTuple
 
-from storage.config import LONG_MAX
+from storage.config import BOOLEAN, DOUBLE, INT, LIST, LONG, LONG_MAX, SHORT, STRING, TOPIC_CONFIGS
 from storage.errors import InvalidConfig
 from storage.files import atomic_write
 
@@ -36,21 +36,7 @@ from .broker_config import _BY_NAME, LISTENER_PREFIX, SETTINGS, ConfigError
 from ..network.connection_quotas import parse_overrides
 from ..errors import ErrorCode
 from ..network.listeners import advertised_listeners_problem
-from .topic_configs import (
-    APPEND,
-    BOOLEAN,
-    DELETE,
-    DOUBLE,
-    INT,
-    LIST,
-    LONG,
-    SET,
-    SHORT,
-    STRING,
-    SUBTRACT,
-    config_list,
-    list_changed,
-)
+from .topic_configs import APPEND, DELETE, SET, SUBTRACT, config_list, list_changed
 
 log = logging.getLogger("moldau.broker_configs")
 
@@ -107,14 +93,7 @@ INERT = {i.name: i for i in [
 ]}
 
 # Moldau's settings that Kafka's DynamicLogConfig changes at run time: the topics' defaults
-LOG_DEFAULTS = frozenset({
-    "log.segment.bytes", "log.roll.ms", "log.flush.interval.messages", "log.flush.interval.ms",
-    "log.index.interval.bytes", "log.retention.hours", "log.retention.minutes", "log.retention.ms",
-    "log.retention.bytes", "log.segment.delete.delay.ms", "log.cleanup.policy", "log.cleaner.delete.retention.ms",
-    "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
-    "message.max.bytes", "min.insync.replicas", "unclean.leader.election.enable", "compression.type",
-    "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
-})
+LOG_DEFAULTS = frozenset(name for c in TOPIC_CONFIGS.values() if c.dynamic for name in c.synonyms)
 CLEANER = frozenset({"log.cleaner.io.max.bytes.per.second", "log.cleaner.dedupe.buffer.size",
                      "log.cleaner.backoff.ms"})  # of Kafka's LogCleaner.ReconfigurableConfigs
 CONNECTION_LIMITS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
@@ -334,13 +313,17 @@ def config_text(value) -> str | None:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-_LISTS = frozenset({"log.cleanup.policy", "sasl.enabled.mechanisms", "ssl.enabled.protocols"})  # Kafka's LIST type
+_LISTS = frozenset({"sasl.enabled.mechanisms", "ssl.enabled.protocols"})  # Kafka's LIST type
+# the topics' defaults: the type of the topic config each gives
+_TOPIC_DEFAULT_TYPES = {c.broker: c.type for c in TOPIC_CONFIGS.values() if c.broker}
 
 
 def setting_type(name: str) -> int:
     """DescribeConfigs' config type of a broker setting."""
     if name in INERT:
         return INERT[name].type
+    if name in _TOPIC_DEFAULT_TYPES:
+        return _TOPIC_DEFAULT_TYPES[name]
     if name in _LISTS:
         return LIST
     default = _BY_NAME[name].default

@@ -6,9 +6,10 @@ transaction, so the commit or abort marker reaches the offsets as well.
 
 from broker.coordinator.partitions import then
 from broker.transaction import fenced_for_version
+from broker.handlers import Api
+from broker.security.authorization import GROUP_READ, TXN_WRITE
 
-API = "AddOffsetsToTxn"
-VERSIONS = (0, 4)
+API = Api("AddOffsetsToTxn", (0, 4), acl=TXN_WRITE + GROUP_READ)
 
 PRODUCER_FENCED_SINCE = 2
 

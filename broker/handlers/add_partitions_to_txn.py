@@ -11,9 +11,10 @@ from broker.coordinator.partitions import settled, then
 from broker.errors import ErrorCode
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID
 from broker.transaction import fenced_for_version
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "AddPartitionsToTxn"
-VERSIONS = (0, 5)
+API = Api("AddPartitionsToTxn", (0, 5), acl=IN_HANDLER)
 
 PRODUCER_FENCED_SINCE = 2
 BATCHED_SINCE = 4

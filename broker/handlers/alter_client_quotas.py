@@ -5,9 +5,10 @@ import logging
 
 from broker.network.client_quotas import QuotaError, altered, entity_of
 from broker.errors import ErrorCode
+from broker.handlers import Api
+from broker.security.authorization import on_cluster
 
-API = "AlterClientQuotas"
-VERSIONS = (0, 1)
+API = Api("AlterClientQuotas", (0, 1), acl=on_cluster("AlterConfigs"))
 
 log = logging.getLogger("moldau.quotas")
 

@@ -2,9 +2,10 @@
 
 from broker.config import topic_configs
 from broker.security.authorization import config_refusal
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "AlterConfigs"
-VERSIONS = (0, 2)
+API = Api("AlterConfigs", (0, 2), acl=IN_HANDLER)
 
 
 async def handle(broker, request, header) -> dict:

@@ -4,9 +4,10 @@ goes). Replicas null cancels a reassignment under way."""
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "AlterPartitionReassignments"
-VERSIONS = (0, 0)
+API = Api("AlterPartitionReassignments", (0, 0), acl=IN_HANDLER)
 
 
 async def handle(broker, request, header) -> dict:

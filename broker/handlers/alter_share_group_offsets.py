@@ -7,9 +7,10 @@ import uuid
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP, TOPIC
 from broker.share.persister import ShareKey
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "AlterShareGroupOffsets"
-VERSIONS = (0, 0)
+API = Api("AlterShareGroupOffsets", (0, 0), acl=IN_HANDLER, enabled_by="group.share.enable")
 
 
 async def handle(broker, request, header) -> dict:

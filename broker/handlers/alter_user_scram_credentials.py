@@ -7,9 +7,10 @@ from broker.errors import ErrorCode
 from broker.security.scram_credentials import (
     MAX_ITERATIONS, MECHANISM_BY_TYPE, MIN_ITERATIONS, credential_from_salted_password,
 )
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "AlterUserScramCredentials"
-VERSIONS = (0, 0)
+API = Api("AlterUserScramCredentials", (0, 0), acl=IN_HANDLER)
 
 
 def _problem(change: dict, upsert: bool, users: dict, twice: Counter) -> tuple[int, str] | None:

@@ -2,9 +2,10 @@
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "ConsumerGroupDescribe"
-VERSIONS = (0, 0)
+API = Api("ConsumerGroupDescribe", (0, 0), acl=IN_HANDLER)
 
 
 def handle(broker, request, header) -> dict:

@@ -3,10 +3,12 @@
 v1 (KIP-1082): the member id is the client's own, sent with its first heartbeat.
 """
 
-API = "ConsumerGroupHeartbeat"
-VERSIONS = (0, 1)
+from broker.handlers import Api
+from broker.security.authorization import GROUP_READ
+
+API = Api("ConsumerGroupHeartbeat", (0, 1), acl=GROUP_READ)
 
 
 def handle(broker, request, header):
-    # (Read on the group is checked before, as for JoinGroup: broker/security/authorization.py)
+    # (Read on the group is checked before it runs: its API's acl)
     return broker.groups.consumer.heartbeat(request, header.api_version, header.client_id or "", header.client_host)

@@ -2,9 +2,10 @@
 
 from broker.errors import ErrorCode
 from broker.security.acl_filters import binding, creation_problem
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "CreateAcls"
-VERSIONS = (1, 3)
+API = Api("CreateAcls", (1, 3), acl=IN_HANDLER)
 
 
 async def handle(broker, request, header) -> dict:

@@ -9,9 +9,10 @@ from broker.security.authorizer import TOPIC
 from storage.errors import TopicExists
 
 from .create_topics import MAX_PARTITIONS_PER_REQUEST
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "CreatePartitions"
-VERSIONS = (0, 3)
+API = Api("CreatePartitions", (0, 3), acl=IN_HANDLER)
 
 log = logging.getLogger("moldau.create_partitions")
 

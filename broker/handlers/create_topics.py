@@ -13,9 +13,10 @@ from broker.handlers.describe_configs import topic_entries
 from broker.security.authorizer import TOPIC
 from storage.catalog import TopicMetadata, validate_topic_name
 from storage.errors import TopicExists
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "CreateTopics"
-VERSIONS = (2, 7)
+API = Api("CreateTopics", (2, 7), acl=IN_HANDLER)
 
 log = logging.getLogger("moldau.create_topics")
 

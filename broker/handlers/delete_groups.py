@@ -4,9 +4,10 @@ from broker.config import group_configs
 from broker.coordinator.partitions import settled
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DeleteGroups"
-VERSIONS = (0, 2)
+API = Api("DeleteGroups", (0, 2), acl=IN_HANDLER)
 
 
 async def handle(broker, request, header) -> dict:

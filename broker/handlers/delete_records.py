@@ -12,9 +12,10 @@ from broker.coordinator.internal_topics import INTERNAL_TOPICS
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC
 from storage.errors import OffsetOutOfRange
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DeleteRecords"
-VERSIONS = (0, 2)
+API = Api("DeleteRecords", (0, 2), acl=IN_HANDLER)
 
 HIGH_WATERMARK = -1
 

@@ -8,9 +8,10 @@ from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC
 
 from .alter_share_group_offsets import _group_error
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DeleteShareGroupOffsets"
-VERSIONS = (0, 0)
+API = Api("DeleteShareGroupOffsets", (0, 0), acl=IN_HANDLER, enabled_by="group.share.enable")
 
 
 async def handle(broker, request, header) -> dict:

@@ -2,9 +2,9 @@
 (DeleteGroups, DeleteShareGroupOffsets); answered once the deletions are committed."""
 
 from .write_share_group_state import each_partition
+from broker.handlers import Api
 
-API = "DeleteShareGroupState"
-VERSIONS = (0, 0)
+API = Api("DeleteShareGroupState", (0, 0), inter_broker=True)
 
 
 async def handle(broker, request, header) -> dict:

@@ -7,11 +7,12 @@ from broker.errors import ErrorCode
 from broker.network.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.security.authorizer import TOPIC
 from storage.errors import UnknownTopic
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
 log = logging.getLogger("moldau.delete_topics")
 
-API = "DeleteTopics"
-VERSIONS = (1, 6)
+API = Api("DeleteTopics", (1, 6), acl=IN_HANDLER)
 
 
 async def _delete(broker, header, name, topic_id, mutations: ControllerMutations) -> dict:

@@ -2,9 +2,10 @@
 
 from broker.errors import ErrorCode
 from broker.security.acl_filters import matches
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DescribeAcls"
-VERSIONS = (1, 3)
+API = Api("DescribeAcls", (1, 3), acl=IN_HANDLER)
 
 
 def handle(broker, request, header) -> dict:

@@ -2,9 +2,10 @@
 
 from broker.network.client_quotas import CLIENT_ID, IP, USER
 from broker.errors import ErrorCode
+from broker.handlers import Api
+from broker.security.authorization import on_cluster
 
-API = "DescribeClientQuotas"
-VERSIONS = (0, 1)
+API = Api("DescribeClientQuotas", (0, 1), acl=on_cluster("DescribeConfigs"))
 
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
 

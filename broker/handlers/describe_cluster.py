@@ -1,11 +1,12 @@
 """DescribeCluster: the live brokers and the controller."""
 
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
 NOT_REQUESTED = -2147483648
 
-API = "DescribeCluster"
-VERSIONS = (0, 1)
+API = Api("DescribeCluster", (0, 1), acl=IN_HANDLER)
 
 
 def _operations(broker, header) -> int:

@@ -18,11 +18,11 @@ from broker.config.log_levels import loggers
 from broker.security.tls_reload import RECONFIGURABLE
 from broker.security.authorization import config_refusal
 from broker.config.group_configs import GROUP_RESOURCE
-from broker.config.topic_configs import STRING, TOPIC_CONFIGS
-from storage.config import LOG_CONFIG_NAMES
+from storage.config import LOG_CONFIG_NAMES, STRING, TOPIC_CONFIGS
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DescribeConfigs"
-VERSIONS = (1, 4)
+API = Api("DescribeConfigs", (1, 4), acl=IN_HANDLER)
 
 TOPIC = 2
 BROKER = 4
@@ -39,10 +39,10 @@ _BROKER_DEFAULTS = {name: default_text(name) for name in describable()}
 _SENSITIVE = frozenset({"ssl.key.password", "ssl.keystore.key", "sasl.jaas.config"})  # Kafka's PASSWORD type
 
 
-def _entry(name, value, source, config_type, read_only, synonyms) -> dict:
+def _entry(name, value, source, config_type, read_only, synonyms, documentation=None) -> dict:
     return {"name": name, "value": value, "read_only": read_only, "config_source": source,
             "is_default": source == DEFAULT_CONFIG, "is_sensitive": False, "synonyms": synonyms,
-            "config_type": config_type, "documentation": None}
+            "config_type": config_type, "documentation": documentation}
 
 
 def _synonym(name, value, source) -> dict:
@@ -75,7 +75,7 @@ def topic_entries(broker, topic) -> list[dict]:
     for name, config in sorted(TOPIC_CONFIGS.items()):
         synonyms = _topic_synonyms(broker, topic, config)
         value = in_force.topic_value(name) if name in LOG_CONFIG_NAMES else synonyms[0]["value"]
-        entries.append(_entry(name, value, synonyms[0]["source"], config.type, False, synonyms))
+        entries.append(_entry(name, value, synonyms[0]["source"], config.type, False, synonyms, config.doc))
     return entries
 
 
@@ -151,9 +151,11 @@ def handle(broker, request, header) -> dict:
         if keys is not None:
             keys = set(keys)
             entries = [e for e in entries if e["name"] in keys]
-        if not request["include_synonyms"]:
-            for entry in entries:
+        for entry in entries:
+            if not request["include_synonyms"]:
                 entry["synonyms"] = []
+            if not request.get("include_documentation"):
+                entry["documentation"] = None
         results.append({"error_code": code, "error_message": message,
                         "resource_type": resource["resource_type"],
                         "resource_name": resource["resource_name"], "configs": entries})

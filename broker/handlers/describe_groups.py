@@ -3,9 +3,10 @@
 from broker.errors import ErrorCode
 from broker.group.metadata import GroupState
 from broker.security.authorizer import GROUP
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DescribeGroups"
-VERSIONS = (0, 5)
+API = Api("DescribeGroups", (0, 5), acl=IN_HANDLER)
 
 _OPERATIONS_NOT_REQUESTED = -(1 << 31)
 

@@ -5,9 +5,10 @@ import shutil
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DescribeLogDirs"
-VERSIONS = (1, 4)
+API = Api("DescribeLogDirs", (1, 4), acl=IN_HANDLER)
 
 log = logging.getLogger("moldau.describe_log_dirs")
 

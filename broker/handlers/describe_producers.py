@@ -2,9 +2,10 @@
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DescribeProducers"
-VERSIONS = (0, 0)
+API = Api("DescribeProducers", (0, 0), acl=IN_HANDLER)
 
 
 def _partition(broker, header, topic: str, index: int) -> dict:

@@ -3,9 +3,10 @@ lag -- the records at or past the start not yet acknowledged or archived -- from
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP, TOPIC
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DescribeShareGroupOffsets"
-VERSIONS = (0, 1)
+API = Api("DescribeShareGroupOffsets", (0, 1), acl=IN_HANDLER, enabled_by="group.share.enable")
 
 
 async def handle(broker, request, header) -> dict:

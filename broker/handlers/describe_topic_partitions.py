@@ -3,9 +3,10 @@
 from broker.coordinator.internal_topics import INTERNAL_TOPICS
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DescribeTopicPartitions"
-VERSIONS = (0, 0)
+API = Api("DescribeTopicPartitions", (0, 0), acl=IN_HANDLER)
 
 
 def handle(broker, request, header) -> dict:

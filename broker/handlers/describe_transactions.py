@@ -2,9 +2,10 @@
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DescribeTransactions"
-VERSIONS = (0, 0)
+API = Api("DescribeTransactions", (0, 0), acl=IN_HANDLER)
 
 
 def _describe(broker, header, transactional_id: str) -> dict:

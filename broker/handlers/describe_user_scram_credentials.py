@@ -4,9 +4,10 @@ from collections import Counter
 
 from broker.errors import ErrorCode
 from broker.security.scram_credentials import MECHANISMS
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "DescribeUserScramCredentials"
-VERSIONS = (0, 0)
+API = Api("DescribeUserScramCredentials", (0, 0), acl=IN_HANDLER)
 
 
 def handle(broker, request, header) -> dict:

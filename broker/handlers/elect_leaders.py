@@ -3,9 +3,10 @@ an out-of-sync replica where no in-sync one is alive (unclean); topic_partitions
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "ElectLeaders"
-VERSIONS = (0, 2)
+API = Api("ElectLeaders", (0, 2), acl=IN_HANDLER)
 
 
 async def handle(broker, request, header) -> dict:

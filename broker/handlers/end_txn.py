@@ -11,9 +11,10 @@ from broker.coordinator.partitions import then
 from broker.transaction import fenced_for_version
 from broker.transaction.metadata import NO_PRODUCER_EPOCH
 from protocol.records import NO_PRODUCER_ID
+from broker.handlers import Api
+from broker.security.authorization import TXN_WRITE
 
-API = "EndTxn"
-VERSIONS = (0, 5)
+API = Api("EndTxn", (0, 5), acl=TXN_WRITE)
 
 PRODUCER_FENCED_SINCE = 2
 BUMPS_EPOCH_SINCE = 5

@@ -28,9 +28,15 @@ from broker.fetch.delayed_fetch import DelayedFetch
 from broker.fetch.fetch_session import FetchContext, new_context
 from broker.fetch.log_read import FOLLOWER, FetchPartition, PartitionData, TopicPartition, read_from_logs
 from broker.security.authorizer import TOPIC
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "Fetch"
-VERSIONS = (4, 17)
+def replica_id_of(request) -> int:
+    state = request.get("replica_state")
+    return state["replica_id"] if state else request["replica_id"]
+
+
+API = Api("Fetch", (4, 17), acl=IN_HANDLER, follower_id=replica_id_of, parked=True)
 
 TOPIC_IDS_SINCE = 13  # v13+ names topics by id
 _NO_TOPIC_ID = uuid.UUID(int=0)
@@ -50,11 +56,6 @@ def requested_partitions(logs, request, uses_topic_ids: bool) -> dict[TopicParti
                 p["fetch_offset"], p["partition_max_bytes"], p["log_start_offset"], p["current_leader_epoch"],
                 p.get("last_fetched_epoch", -1), name)
     return wanted
-
-
-def replica_id_of(request) -> int:
-    state = request.get("replica_state")
-    return state["replica_id"] if state else request["replica_id"]
 
 
 def diverging_epoch(log_, last_fetched_epoch: int, fetch_offset: int) -> dict | None:

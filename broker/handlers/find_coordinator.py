@@ -11,9 +11,10 @@ from broker.coordinator.internal_topics import (
 )
 from broker.errors import ErrorCode
 from broker.security import authorizer
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "FindCoordinator"
-VERSIONS = (0, 6)
+API = Api("FindCoordinator", (0, 6), acl=IN_HANDLER)
 
 GROUP, TRANSACTION = 0, 1
 _TOPICS = {GROUP: OFFSETS_TOPIC, TRANSACTION: TRANSACTION_STATE_TOPIC}

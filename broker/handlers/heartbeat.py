@@ -1,7 +1,9 @@
 """Heartbeat: keeps a member's session alive and tells it when to rejoin."""
 
-API = "Heartbeat"
-VERSIONS = (0, 4)
+from broker.handlers import Api
+from broker.security.authorization import GROUP_READ
+
+API = Api("Heartbeat", (0, 4), acl=GROUP_READ)
 
 
 def handle(broker, request, header) -> dict:

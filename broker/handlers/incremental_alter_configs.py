@@ -10,10 +10,11 @@ from broker.errors import ErrorCode
 from broker.security.authorization import config_refusal
 from broker.config import group_configs
 from broker.config.group_configs import GROUP_RESOURCE
-from storage.config import LOG_CONFIG_NAMES
+from storage.config import LIST, LOG_CONFIG_NAMES, TOPIC_CONFIGS
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "IncrementalAlterConfigs"
-VERSIONS = (0, 1)
+API = Api("IncrementalAlterConfigs", (0, 1), acl=IN_HANDLER)
 
 BROKER_LOGGER = 8
 
@@ -29,7 +30,7 @@ def _changes(ops: list[dict]):
             return "a config appears twice in one resource"
         for op in ops:
             name, value, operation = op["name"], op["value"], op["config_operation"]
-            config = topic_configs.TOPIC_CONFIGS.get(name)
+            config = TOPIC_CONFIGS.get(name)
             if config is None:
                 return f"unknown topic config {name}"
             if operation == SET:
@@ -37,7 +38,7 @@ def _changes(ops: list[dict]):
             elif operation == DELETE:
                 current.pop(name, None)
             elif operation in (APPEND, SUBTRACT):
-                if config.type != topic_configs.LIST:
+                if config.type != LIST:
                     return f"{name} is not a list: it cannot be appended to or subtracted from"
                 default = in_force.topic_value(name) if name in LOG_CONFIG_NAMES else config.default
                 current[name] = list_changed(config_list(current.get(name, default)), operation, value)

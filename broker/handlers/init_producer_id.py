@@ -14,9 +14,10 @@ from broker.coordinator.partitions import settled
 from broker.transaction import fenced_for_version
 from broker.transaction.metadata import MAX_EPOCH, NO_PRODUCER_EPOCH
 from protocol.records import NO_PRODUCER_ID
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "InitProducerId"
-VERSIONS = (0, 5)
+API = Api("InitProducerId", (0, 5), acl=IN_HANDLER)
 
 PRODUCER_FENCED_SINCE = 4  # older versions are answered INVALID_PRODUCER_EPOCH instead
 

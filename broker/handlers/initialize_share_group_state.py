@@ -4,9 +4,9 @@ share group first subscribes to a topic or its offsets are altered; answered onc
 than the stored one is FENCED_STATE_EPOCH."""
 
 from .write_share_group_state import each_partition
+from broker.handlers import Api
 
-API = "InitializeShareGroupState"
-VERSIONS = (0, 0)
+API = Api("InitializeShareGroupState", (0, 0), inter_broker=True)
 
 
 async def handle(broker, request, header) -> dict:

@@ -2,9 +2,10 @@
 
 from broker.coordinator.partitions import settled
 from broker.group.metadata import MemberMetadata
+from broker.handlers import Api
+from broker.security.authorization import GROUP_READ
 
-API = "JoinGroup"
-VERSIONS = (0, 9)
+API = Api("JoinGroup", (0, 9), acl=GROUP_READ)
 
 
 def handle(broker, request, header):

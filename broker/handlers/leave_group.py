@@ -2,9 +2,10 @@
 
 from broker.coordinator.partitions import settled
 from broker.errors import ErrorCode
+from broker.handlers import Api
+from broker.security.authorization import GROUP_READ
 
-API = "LeaveGroup"
-VERSIONS = (0, 5)
+API = Api("LeaveGroup", (0, 5), acl=GROUP_READ)
 
 
 async def handle(broker, request, header) -> dict:

@@ -2,9 +2,10 @@
 (v4+) and type (v5+)."""
 
 from broker.security.authorizer import GROUP
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "ListGroups"
-VERSIONS = (0, 5)
+API = Api("ListGroups", (0, 5), acl=IN_HANDLER)
 
 
 def _listed(g) -> dict:

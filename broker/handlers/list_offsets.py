@@ -16,9 +16,10 @@ from collections import Counter
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "ListOffsets"
-VERSIONS = (1, 9)
+API = Api("ListOffsets", (1, 9), acl=IN_HANDLER)
 
 LATEST = -1
 EARLIEST = -2

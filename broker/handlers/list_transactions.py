@@ -3,9 +3,10 @@
 from broker.errors import ErrorCode
 from broker.security.authorizer import TRANSACTIONAL_ID
 from broker.transaction.metadata import TransactionState
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "ListTransactions"
-VERSIONS = (0, 1)
+API = Api("ListTransactions", (0, 1), acl=IN_HANDLER)
 
 
 def handle(broker, request, header) -> dict:

@@ -17,9 +17,10 @@ from broker.errors import ErrorCode
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC
 
 from .create_topics import MAX_PARTITIONS_PER_REQUEST
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "Metadata"
-VERSIONS = (0, 12)
+API = Api("Metadata", (0, 12), acl=IN_HANDLER)
 
 ZERO_UUID = uuid.UUID(int=0)
 NOT_REQUESTED = -2147483648  # authorized operations nobody asked for

@@ -6,9 +6,10 @@ from broker.errors import ErrorCode
 from broker.group.metadata import CommittedOffset
 
 from .group_partitions import group_refusal, partition_errors, requested_partitions
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "OffsetCommit"
-VERSIONS = (2, 9)
+API = Api("OffsetCommit", (2, 9), acl=IN_HANDLER)
 
 
 def handle(broker, request, header):

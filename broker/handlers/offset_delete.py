@@ -5,9 +5,10 @@ from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP
 
 from .group_partitions import partition_errors, requested_partitions
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "OffsetDelete"
-VERSIONS = (0, 0)
+API = Api("OffsetDelete", (0, 0), acl=IN_HANDLER)
 
 
 async def handle(broker, request, header) -> dict:

@@ -6,9 +6,10 @@ into UNSTABLE_OFFSET_COMMIT, so the client retries once the transaction ends.
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP, TOPIC
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "OffsetFetch"
-VERSIONS = (1, 9)
+API = Api("OffsetFetch", (1, 9), acl=IN_HANDLER)
 
 
 def _topics(broker, header, group_id: str, topics: list[dict] | None, require_stable: bool) -> list[dict]:

@@ -7,9 +7,10 @@ Consumers use it after a leader change to detect truncation.
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "OffsetForLeaderEpoch"
-VERSIONS = (2, 4)
+API = Api("OffsetForLeaderEpoch", (2, 4), acl=IN_HANDLER)
 
 
 def _end_offset(broker, allowed: bool, topic: str, p: dict) -> dict:

@@ -52,9 +52,10 @@ from storage.errors import (
     RecordBatchTooLarge,
 )
 from storage.log_manager import CREATE_STEP
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "Produce"
-VERSIONS = (3, 12)
+API = Api("Produce", (3, 12), acl=IN_HANDLER)
 ADDS_PARTITIONS_SINCE = 12  # transaction version 2: the write adds its partition to the transaction
 
 # Coordinator answers that pass: Kafka turns them into one every client retries without a metadata refresh.

@@ -2,9 +2,9 @@
 the topic partition's leader when it makes the share partition (broker/share/persister.py)."""
 
 from broker.share.persister import ShareKey
+from broker.handlers import Api
 
-API = "ReadShareGroupState"
-VERSIONS = (0, 0)
+API = Api("ReadShareGroupState", (0, 0), inter_broker=True)
 
 
 def handle(broker, request, header) -> dict:

@@ -3,9 +3,9 @@ and (v1, KIP-1226) how many offsets of its window are done, for the group coordi
 (DescribeShareGroupOffsets). A partition with no state answers -1s."""
 
 from broker.share.persister import ShareKey
+from broker.handlers import Api
 
-API = "ReadShareGroupStateSummary"
-VERSIONS = (0, 1)
+API = Api("ReadShareGroupStateSummary", (0, 1), inter_broker=True)
 
 
 def handle(broker, request, header) -> dict:

@@ -9,9 +9,10 @@ import logging
 from storage import clock
 from broker.errors import ErrorCode
 from broker.security.sasl import AuthenticationFailed
+from broker.handlers import Api
+from broker.security.authorization import ANYONE
 
-API = "SaslAuthenticate"
-VERSIONS = (0, 2)
+API = Api("SaslAuthenticate", (0, 2), acl=ANYONE, before_authentication=True, reauthenticates=True)
 
 log = logging.getLogger("moldau.security")
 

@@ -4,9 +4,10 @@ authenticated connection of a client that sent SaslAuthenticate v1+, it begins a
 Only v1: v0 was followed by raw, unframed SASL tokens, which no client of this broker needs."""
 
 from broker.errors import ErrorCode
+from broker.handlers import Api
+from broker.security.authorization import ANYONE
 
-API = "SaslHandshake"
-VERSIONS = (1, 1)
+API = Api("SaslHandshake", (1, 1), acl=ANYONE, before_authentication=True, reauthenticates=True)
 
 
 def handle(broker, request, header) -> dict:

@@ -11,9 +11,10 @@ from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP, TOPIC
 from broker.share.manager import FINAL_EPOCH, INITIAL_EPOCH, SessionError
 from broker.share.persister import ShareKey
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "ShareAcknowledge"
-VERSIONS = (1, 2)
+API = Api("ShareAcknowledge", (1, 2), acl=IN_HANDLER, enabled_by="group.share.enable")
 
 
 async def handle(broker, request, header):

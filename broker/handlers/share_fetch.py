@@ -13,9 +13,10 @@ from broker.share.manager import FINAL_EPOCH, INITIAL_EPOCH, SessionError
 from broker.share.persister import ShareKey
 
 from .share_acknowledge import acknowledge_all, leader_of, node_endpoints, response_topics
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "ShareFetch"
-VERSIONS = (1, 2)
+API = Api("ShareFetch", (1, 2), acl=IN_HANDLER, enabled_by="group.share.enable")
 
 DEFAULT_MAX_RECORDS = 500  # a request that names no positive MaxRecords
 RECORD_LIMIT = 1  # v2's ShareAcquireMode (KIP-1206): MaxRecords is a strict limit, batches may be split

@@ -3,9 +3,10 @@
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP
 from broker.share.coordinator import describe_error
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "ShareGroupDescribe"
-VERSIONS = (1, 1)
+API = Api("ShareGroupDescribe", (1, 1), acl=IN_HANDLER, enabled_by="group.share.enable")
 
 
 def handle(broker, request, header) -> dict:

@@ -2,9 +2,10 @@
 
 from broker.errors import ErrorCode
 from broker.security.authorizer import GROUP
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "ShareGroupHeartbeat"
-VERSIONS = (1, 1)
+API = Api("ShareGroupHeartbeat", (1, 1), acl=IN_HANDLER, enabled_by="group.share.enable")
 
 
 def handle(broker, request, header):

@@ -1,9 +1,10 @@
 """SyncGroup: the leader hands in the assignment; every member gets its own share."""
 
 from broker.coordinator.partitions import settled
+from broker.handlers import Api
+from broker.security.authorization import GROUP_READ
 
-API = "SyncGroup"
-VERSIONS = (0, 5)
+API = Api("SyncGroup", (0, 5), acl=GROUP_READ)
 
 
 def handle(broker, request, header):

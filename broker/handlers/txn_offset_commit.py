@@ -13,9 +13,10 @@ from broker.errors import ErrorCode
 from broker.group.metadata import CommittedOffset
 
 from .group_partitions import group_refusal, partition_errors, requested_partitions
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "TxnOffsetCommit"
-VERSIONS = (0, 5)
+API = Api("TxnOffsetCommit", (0, 5), acl=IN_HANDLER)
 ADDS_PARTITION_SINCE = 5
 
 

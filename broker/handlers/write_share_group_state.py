@@ -3,9 +3,9 @@ coordinator, answered once committed; a write from an older leadership is FENCED
 
 from broker.coordinator.partitions import settled
 from broker.share.persister import ShareKey, Snapshot
+from broker.handlers import Api
 
-API = "WriteShareGroupState"
-VERSIONS = (0, 0)
+API = Api("WriteShareGroupState", (0, 0), inter_broker=True)
 
 
 async def handle(broker, request, header) -> dict:

@@ -23,9 +23,10 @@ from broker.coordinator.internal_topics import OFFSETS_TOPIC
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 from broker.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 from storage.errors import InvalidProducerEpoch, TransactionCoordinatorFenced
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 
-API = "WriteTxnMarkers"
-VERSIONS = (0, 2)
+API = Api("WriteTxnMarkers", (0, 2), acl=IN_HANDLER)
 
 log = logging.getLogger("moldau.markers")
 

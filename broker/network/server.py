@@ -36,8 +36,7 @@ from ..cluster import stages
 from ..cluster.channel import InterBrokerChannel
 from ..cluster.delayed_produce import DelayedProduce
 from ..config.broker_config import ConfigError
-from ..handlers import HANDLERS, api_versions
-from ..handlers.fetch import replica_id_of
+from ..handlers import HANDLERS
 from ..metrics import BrokerMetrics
 from ..security import authorization, sasl, tls
 from ..shutdown import within
@@ -254,20 +253,20 @@ class KafkaConnection(asyncio.Protocol):
         if handler is None:
             raise FrameError(f"unknown API key {header.api_key}")
         before_authentication = not session.authenticated
-        if before_authentication and handler.name not in sasl.BEFORE_AUTHENTICATION:
+        if before_authentication and not handler.before_authentication:
             self.close(f"{handler.name} request before SASL authentication")
             return
         if session.expires_at is not None and clock.monotonic() > session.expires_at \
-                and handler.name not in ("SaslHandshake", "SaslAuthenticate"):
+                and not handler.reauthenticates:
             self.close(f"{handler.name} request after the SASL session of {session.principal} expired "
                        "(connections.max.reauth.ms) without re-authentication")
             return
         version = header.api_version
         if not handler.min_version <= version <= handler.max_version:
-            if handler.name == "ApiVersions":
+            if handler.unsupported_version is not None:
                 # answered in v0 form so the client can pick a version we serve
                 self._in_order(lambda: self.send(handler.name, 0, header.correlation_id,
-                                                 api_versions.unsupported_version()))
+                                                 handler.unsupported_version()))
                 return
             raise FrameError(f"{handler.name} v{version} is not supported")
         if len(frame) >= _LARGE_REQUEST_BYTES:
@@ -280,15 +279,15 @@ class KafkaConnection(asyncio.Protocol):
     def _dispatch(self, handler, header, frame, request, before_authentication: bool) -> None:
         session = self.session
         if self.broker.authorizer.enabled:
-            refusal = authorization.gate(self.broker.authorizer, handler.name, request, header)
+            refusal = authorization.gate(self.broker.authorizer, handler.acl, request, header)
             if refusal is authorization.CLOSE:
                 self.close(f"{handler.name} from {session.principal} refused: only super users may send it")
                 return
             if refusal is not None:
                 self._in_order(lambda: self._reply(handler.name, header, refusal, (len(frame), 0.0)))
                 return
-        if handler.name == "Fetch" and self.follower < 0:
-            self.follower = replica_id_of(request)
+        if handler.follower_id is not None and self.follower < 0:
+            self.follower = handler.follower_id(request)
         started = time.perf_counter()
         result = handler.handle(self.broker, request, header)
         usage = (len(frame), time.perf_counter() - started)  # what client quotas count of this request
@@ -300,7 +299,7 @@ class KafkaConnection(asyncio.Protocol):
         if inspect.isawaitable(result) or len(frame) >= _LARGE_REQUEST_BYTES:
             self.busy = True
             task = self.broker.supervisor.spawn(self._finish(handler.name, header, result, request, started, usage))
-            if handler.name == "Fetch":  # a joining group member's wait must end for the others, so not those
+            if handler.parked:  # a joining group member's wait must end for the others, so not those
                 self.parked_fetch = task
             return
         if self.broker.metrics:

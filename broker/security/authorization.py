@@ -1,55 +1,45 @@
 """Which ACL each API needs (Kafka's authorization table), checked before the handler runs.
 
-APIs about one group, one transactional id or the cluster are checked here, and a refusal is their
-response with only the error code set. APIs about several resources check each in their handler
-(CHECKED_IN_HANDLER). Any other API is left to super users: for everyone else it closes the connection
-with a log line, so an API whose checks are missing can never serve what an ACL would forbid.
+Each handler module declares its requirement in its ``API = Api(..., acl=...)`` (broker/handlers/__init__.py):
+
+- a tuple of ``Check``s: APIs about one group, one transactional id or the cluster are checked here, in
+  order, and a refusal is their response with only the error code set;
+- ``IN_HANDLER``: APIs about several resources check each in their handler;
+- ``ANYONE``: no ACL at all (ApiVersions and the SASL exchange, before there is a principal);
+- ``SUPER_USERS``, the default: for everyone else it closes the connection with a log line, so an API
+  whose checks are missing can never serve what an ACL would forbid.
+
+An inter-broker API (``inter_broker=True``) needs ClusterAction on the cluster.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ..errors import ErrorCode
 from .authorizer import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, TRANSACTIONAL_ID
 
-_GROUP_READ = ("Read", GROUP, "group_id", ErrorCode.GROUP_AUTHORIZATION_FAILED)
-_TXN_WRITE = ("Write", TRANSACTIONAL_ID, "transactional_id", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+class Check(NamedTuple):
+    operation: str
+    resource_type: int
+    field: str | None  # the request field naming the resource; None: the cluster
+    error: int
 
 
-def _cluster(operation: str) -> tuple:
-    return operation, CLUSTER, None, ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+ANYONE = "anyone"
+IN_HANDLER = "checked in the handler"
+SUPER_USERS = "super users only"
+
+GROUP_READ = (Check("Read", GROUP, "group_id", ErrorCode.GROUP_AUTHORIZATION_FAILED),)
+TXN_WRITE = (Check("Write", TRANSACTIONAL_ID, "transactional_id", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),)
 
 
-# API: the checks, in order: (operation, resource type, request field naming the resource, error code)
-WHOLE_REQUEST = {
-    "JoinGroup": [_GROUP_READ],
-    "SyncGroup": [_GROUP_READ],
-    "Heartbeat": [_GROUP_READ],
-    "LeaveGroup": [_GROUP_READ],
-    "ConsumerGroupHeartbeat": [_GROUP_READ],
-    "AddOffsetsToTxn": [_TXN_WRITE, _GROUP_READ],
-    "EndTxn": [_TXN_WRITE],
-    "DescribeClientQuotas": [_cluster("DescribeConfigs")],
-    "AlterClientQuotas": [_cluster("AlterConfigs")],
-    # the share coordinator's inter-broker APIs (KIP-932)
-    "ReadShareGroupState": [_cluster("ClusterAction")],
-    "WriteShareGroupState": [_cluster("ClusterAction")],
-    "DeleteShareGroupState": [_cluster("ClusterAction")],
-    "InitializeShareGroupState": [_cluster("ClusterAction")],
-    "ReadShareGroupStateSummary": [_cluster("ClusterAction")],
-}
-CHECKED_IN_HANDLER = frozenset({
-    "ApiVersions", "SaslHandshake", "SaslAuthenticate", "Metadata", "Produce", "Fetch", "ListOffsets",
-    "OffsetCommit", "OffsetFetch", "TxnOffsetCommit", "AddPartitionsToTxn", "InitProducerId", "CreateTopics",
-    "DeleteTopics", "DescribeGroups", "ListGroups", "FindCoordinator", "CreateAcls", "DescribeAcls", "DeleteAcls",
-    "AlterUserScramCredentials", "DescribeUserScramCredentials", "DescribeCluster", "DescribeTopicPartitions", "DescribeConfigs",
-    "AlterConfigs", "IncrementalAlterConfigs", "CreatePartitions", "DeleteGroups", "DescribeProducers",
-    "DescribeTransactions", "ListTransactions", "OffsetForLeaderEpoch", "DeleteRecords", "OffsetDelete",
-    "DescribeLogDirs", "ElectLeaders", "AlterPartitionReassignments", "ListPartitionReassignments", "WriteTxnMarkers",
-    "ConsumerGroupDescribe",
-    # share groups (KIP-932): a group's Read or Describe and each topic's Read or Describe
-    "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets",
-    "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
-})
+def on_cluster(operation: str) -> tuple[Check]:
+    return (Check(operation, CLUSTER, None, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),)
+
+
+CLUSTER_ACTION = on_cluster("ClusterAction")
 CLOSE = object()
 
 # DescribeConfigs / AlterConfigs resource types: the ACL resource and the error of a refusal
@@ -66,14 +56,13 @@ def config_refusal(authorizer, header, operation: str, resource_type: int, name:
     return None if allowed else error
 
 
-def gate(authorizer, api: str, request: dict, header):
-    """None to go ahead; a response dict that refuses the request; or CLOSE."""
-    if api in CHECKED_IN_HANDLER:
+def gate(authorizer, acl, request: dict, header):
+    """None to go ahead; a response dict that refuses the request; or CLOSE. ``acl``: the API's declared one."""
+    if acl in (IN_HANDLER, ANYONE):
         return None
-    checks = WHOLE_REQUEST.get(api)
-    if checks is None:
+    if acl == SUPER_USERS:
         return None if authorizer.is_super_user(header) else CLOSE
-    for operation, resource_type, field, error in checks:
+    for operation, resource_type, field, error in acl:
         name = CLUSTER_NAME if field is None else request[field]
         if not authorizer.authorize(header, operation, resource_type, name):
             return {"error_code": error}

@@ -21,7 +21,6 @@ from .scram_credentials import ScramCredentials
 
 IMPLEMENTED = ("PLAIN", *SCRAM_MECHANISMS)
 # all a connection may send before it has authenticated; anything else closes it
-BEFORE_AUTHENTICATION = frozenset({"ApiVersions", "SaslHandshake", "SaslAuthenticate"})
 
 
 class AuthenticationFailed(Exception):

@@ -12,8 +12,6 @@ from .persister import SharePersister
 log = logging.getLogger("moldau.share")
 
 SHARE_VERSION = 1  # the share.version feature level served (KIP-932's share groups, Kafka 4.1+)
-# what share consumers and admins call: not advertised while group.share.enable is off
-SHARE_CLIENT_APIS = frozenset({76, 77, 78, 79, 90, 91, 92})
 
 
 class ShareGroups:

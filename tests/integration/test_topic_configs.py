@@ -100,6 +100,15 @@ REFUSED = [
     ("compression.type", "brotli"),  # not a codec Kafka has
     ("remote.storage.enable", "true"),
     ("segment.jitter.ms", "1000"),
+    # storage.config.TOPIC_CONFIGS' checks
+    ("segment.bytes", "13"),
+    ("segment.ms", "0"),
+    ("flush.messages", "0"),
+    ("retention.ms", "-2"),
+    ("message.timestamp.type", "WallClock"),
+    ("min.insync.replicas", "0"),
+    ("max.compaction.lag.ms", "0"),
+    ("unclean.leader.election.enable", "maybe"),
 ]
 
 

@@ -3,8 +3,8 @@ built from the message schemas themselves.
 
 The advertised table has one source of truth, the handler registry
 (``broker.handlers.HANDLERS``). While the broker package is mid-construction
-and does not import, the table is read statically from the same ``API`` /
-``VERSIONS`` constants the registry is built from (see ``declared_handlers``),
+and does not import, the table is read statically from the same ``API = Api(name,
+(min, max), ...)`` declarations the registry is built from (see ``declared_handlers``),
 so the protocol tests keep running; ``test_roundtrip`` checks that both views
 agree once the import works, and fails if the import breaks for any reason
 other than a project module that does not exist yet.
@@ -26,16 +26,13 @@ HANDLERS_DIR = Path(__file__).resolve().parents[2] / "broker" / "handlers"
 
 
 def declared_handlers() -> dict[str, tuple[int, int]]:
-    """API name -> (min, max) from the handler modules' ``API``/``VERSIONS``, without importing them."""
+    """API name -> (min, max) from the handler modules' ``API = Api(...)``, without importing them."""
     table = {}
     for path in sorted(HANDLERS_DIR.glob("*.py")):
-        consts = {}
         for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                if node.targets[0].id in ("API", "VERSIONS"):
-                    consts[node.targets[0].id] = ast.literal_eval(node.value)
-        if "API" in consts:
-            table[consts["API"]] = tuple(consts["VERSIONS"])
+            if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["API"]:
+                name, versions = (ast.literal_eval(arg) for arg in node.value.args[:2])
+                table[name] = tuple(versions)
     return table
 
 
