@@ -13,7 +13,7 @@ from pathlib import Path
 from storage.errors import LogDirInUse, StorageError
 from storage.files import lock_directory
 
-from . import __version__, descriptors, shutdown
+from . import __version__, descriptors, shutdown, stages
 from .admin import acls, cluster_describe, configs, consumer_groups, share_groups, topics, transactions
 from .admin import command as admin_command
 from .cluster.store import NodeIdInUse
@@ -50,6 +50,7 @@ def _serve(args) -> int:
     apply_log_levels(config["log.level"])
     if args.log_level:
         apply_log_levels(args.log_level)
+    stages.watch_collections()
     for warning in config.warnings():
         log.warning("%s", warning)
     try:

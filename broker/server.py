@@ -80,6 +80,8 @@ class KafkaConnection(asyncio.Protocol):
         self.drop_response = drop_response
         self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
         self.queue: deque = deque()
+        self.read_times: deque = deque()  # when each queued request was read, kept only for stages.on()
+        self.read_at: float | None = None  # that of the request being handled
         self.outbox: list = []  # response buffers not yet handed to the transport
         self.outbox_bytes = 0
         self.transport: asyncio.Transport | None = None
@@ -133,6 +135,7 @@ class KafkaConnection(asyncio.Protocol):
         self.registry.discard(self)
         self.closed = True
         self.queue.clear()
+        self.read_times.clear()
         self._hold_queue_places()
         self.request_queue.forget(self)
         if self.parked_fetch is not None:
@@ -176,6 +179,8 @@ class KafkaConnection(asyncio.Protocol):
             self.close(f"bad frame: {exc}")
             return
         self.queue.extend(frames)
+        if frames and stages.on():
+            self.read_times.extend([time.monotonic()] * len(frames))
         self._process()
 
     # ---- request processing ---------------------------------------------------
@@ -225,6 +230,7 @@ class KafkaConnection(asyncio.Protocol):
             if not self.queue or not self._can_handle:
                 break
             frame = self.queue.popleft()
+            self.read_at = self.read_times.popleft() if self.read_times else None
             if self.held:  # its place is free once its handling starts
                 self.held -= 1
                 self.request_queue.release(1)
@@ -248,6 +254,7 @@ class KafkaConnection(asyncio.Protocol):
     def _handle(self, frame):
         header = decode_request_header(frame)
         header.client_host = self.client_host
+        header.read_at = self.read_at
         header.session = session = self.session
         handler = HANDLERS.get(header.api_key)
         if handler is None:
@@ -427,6 +434,7 @@ class KafkaConnection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, reason)
             self.closed = True
             self.queue.clear()
+            self.read_times.clear()
             self._hold_queue_places()
             self.transport.close()
 

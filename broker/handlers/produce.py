@@ -28,6 +28,7 @@ from broker.broker import INTERNAL_TOPICS, InvalidTopic, now_ms
 from broker.client_quotas import QUOTA_EXCEEDED, ProducerIds
 from broker.coordinator_partitions import settled
 from broker.delayed_produce import DelayedProduce
+from broker import stages
 from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 from protocol.compression import CODECS
@@ -323,9 +324,11 @@ def _handle(broker, request, header, verdicts: dict):
             results = [_append(broker, topic, p, request["transactional_id"], acks, header.api_version, now, waits,
                                producer_ids, verdicts) for p in parts]
         responses.append({"name": name, "partition_responses": results})
+    response = {"responses": responses, "throttle_time_ms": producer_ids.throttle_ms}
+    if header.read_at is not None and stages.on():
+        stages.produce_read(response, header.read_at)
     if acks == 0:
         return None
-    response = {"responses": responses, "throttle_time_ms": producer_ids.throttle_ms}
     if waits:
         return DelayedProduce(_wait_for_replicas(response, waits, request["timeout_ms"]))
     return response
