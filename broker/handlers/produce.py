@@ -20,7 +20,6 @@ A batch with a producer id new to its user past the user's producer_ids_rate
 is THROTTLING_QUOTA_EXCEEDED (client_quotas.py, KIP-936).
 """
 
-import asyncio
 import inspect
 import logging
 
@@ -264,20 +263,6 @@ async def _added_here(broker, transactional_id: str, producer_id: int, epoch: in
     return dict.fromkeys(partitions, error)
 
 
-async def _wait_for_replicas(response: dict, waits: list, timeout_ms: int) -> dict:
-    """Delayed produce: each waiting partition's answer once its high watermark passes the batch."""
-    if len(waits) == 1:  # (most requests: no task for gather to wrap the wait in)
-        ((p, offset, epoch, _),) = waits
-        errors = [await p.wait_for_replication(offset, epoch, timeout_ms / 1000)]
-    else:
-        errors = await asyncio.gather(*(p.wait_for_replication(offset, epoch, timeout_ms / 1000)
-                                        for p, offset, epoch, _ in waits))
-    for (_, _, _, result), error in zip(waits, errors):
-        if error:
-            result["error_code"], result["base_offset"] = error, -1
-    return response
-
-
 def handle(broker, request, header):
     to_verify = _to_verify(broker, request, header.api_version >= ADDS_PARTITIONS_SINCE)
     if to_verify:
@@ -330,5 +315,5 @@ def _handle(broker, request, header, verdicts: dict):
     if acks == 0:
         return None
     if waits:
-        return DelayedProduce(_wait_for_replicas(response, waits, request["timeout_ms"]))
+        return DelayedProduce(response, waits, request["timeout_ms"])
     return response
