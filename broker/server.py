@@ -362,7 +362,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _produce_answered(self, header, response: dict, request, started, usage, slot: list) -> None:
         """A delayed Produce's replicas have its batches (or it failed): its answer goes out after those in
-        front of it, with the others that became ready in this turn."""
+        front of it, written with the others the same high watermark move completed."""
         try:
             if self.broker.metrics:
                 self.broker.metrics.request("Produce", started, request, response)
@@ -370,15 +370,23 @@ class KafkaConnection(asyncio.Protocol):
         except Exception:  # (not raised into the high watermark's move that called this)
             log.exception("Produce handler failed; closing connection from %s", self.peer)
             slot[0] = lambda: self.close("internal error")
+        self._guarded(self._send_ready)
+        if self.outbox:  # written at the end of the high watermark's move, or else on the next turn
+            self.broker.replicas.answered.add(self)
         if not self.answers_scheduled:
             self.answers_scheduled = True
             asyncio.get_running_loop().call_soon(self._answers_ready)
 
     def _answers_ready(self) -> None:
+        """The connection's turn after delayed Produces were answered: the requests their answers held
+        back, if it owed too many."""
         self.answers_scheduled = False
         if not self.closed:
-            self._guarded(self._send_ready)
             self._process()
+
+    def write_answers(self) -> None:
+        if not self.closed:
+            self._flush()
 
     def _in_order(self, send) -> None:
         """``send`` now, or once the answers owed in front of it are out."""

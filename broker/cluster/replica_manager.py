@@ -142,6 +142,8 @@ class Partition:
             stages.mark("high-watermark", self.topic, self.index, candidate)
             self.log.set_high_watermark(candidate)
             self._complete_waiters()
+            if self.manager.answered:
+                self.manager.write_answers()
             self.manager.broker.fetch_purgatory.check_and_complete(self.log)  # consumers waiting for it
 
     # --- delayed produce (acks=all) -----------------------------------------------------------
@@ -253,6 +255,14 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self._roles: dict[str, list[str]] = {}  # role changes not logged yet (role_taken)
+        # connections holding answers of delayed Produces a moving high watermark just completed: each
+        # writes them once the move has completed all it passed, in the same turn (one system call each)
+        self.answered: set = set()
+
+    def write_answers(self) -> None:
+        answered, self.answered = self.answered, set()
+        for connection in answered:
+            connection.write_answers()
 
     def role_taken(self, role: str, what: str) -> None:
         """A leadership taken or given up, logged with the others of the same moment in one line (a failover
