@@ -62,7 +62,7 @@ class FrameDecoder:
 
 
 class RequestHeader:
-    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "body_offset", "client_host", "session")
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "body_offset", "client_host", "session", "read_at")
 
     def __init__(self, api_key, api_version, correlation_id, client_id, body_offset):
         self.api_key = api_key
@@ -72,6 +72,7 @@ class RequestHeader:
         self.body_offset = body_offset
         self.client_host = ""  # the peer's address as Kafka shows it ("/127.0.0.1"), set by the server
         self.session = None  # the connection's listener and principal, set by the server; None: the broker itself
+        self.read_at: float | None = None  # when the server read it (time.monotonic()), kept for stage timestamps
 
 
 def request_is_flexible(api_key: int, api_version: int) -> bool:

@@ -16,18 +16,19 @@ import asyncio
 import heapq
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from storage import clock
 from broker import faults
 from broker.cluster import stages
 from broker.errors import ErrorCode
+from storage import clock
 from storage.log import Log
 
 from .metadata import NO_LEADER, PartitionState
 
 log = logging.getLogger("moldau.replica")
-_arrivals = itertools.count()  # orders waits for the same offset, so the heap never compares futures
+_arrivals = itertools.count()  # orders waits for the same offset, so the heap never compares callbacks
 
 ROLE_SUMMARY_S = 0.1  # leaderships taken or given up within this long are logged in one line
 
@@ -48,9 +49,9 @@ class Partition:
         self.log = log_
         self.state = state
         self.followers: dict[int, FollowerState] = {}
-        # acks=all waits, a heap of (offset, arrival, leader epoch, future): a high watermark that moves takes
-        # those it passed off the front, so a deep pipeline of waits costs no scan of them all per move
-        self._hw_waiters: list[tuple[int, int, int, asyncio.Future]] = []
+        # acks=all waits, a heap of (offset, arrival, leader epoch, reached callback): a high watermark that
+        # moves takes those it passed off the front, so a deep pipeline of waits costs no scan of them all per move
+        self._hw_waiters: list[tuple[int, int, int, Callable[[bool], None]]] = []
         self.isr_change_pending = False
         # where this broker's current leadership began (Kafka's leaderEpochStartOffsetOpt); None as a follower
         self.epoch_start_offset: int | None = None
@@ -138,20 +139,39 @@ class Partition:
             stages.mark("high-watermark", self.topic, self.index, candidate)
             self.log.set_high_watermark(candidate)
             self._complete_waiters()
+            if self.manager.answered:
+                self.manager.write_answers()
             self.manager.broker.fetch_purgatory.check_and_complete(self.log)  # consumers waiting for it
 
     # --- delayed produce (acks=all) -----------------------------------------------------------
 
-    async def wait_for_high_watermark(self, offset: int, leader_epoch: int, timeout_s: float) -> bool:
-        """True once the high watermark reaches ``offset`` while this broker still leads at ``leader_epoch``
-        (the epoch of the append); False at the timeout or once that leadership is over -- even if it leads
-        again later: its log may have been truncated and refilled in between."""
+    def watch_high_watermark(self, offset: int, leader_epoch: int, reached: Callable[[bool], None]) -> None:
+        """``reached(True)`` once the high watermark reaches ``offset`` while this broker still leads at
+        ``leader_epoch`` (the epoch of the append), ``reached(False)`` once that leadership is over -- even if
+        it leads again later: its log may have been truncated and refilled in between. Called in the turn
+        that decides it (the follower fetch that moves the high watermark), at once if decided already."""
         if not self.is_leader or self.leader_epoch != leader_epoch:
-            return False
-        if self.high_watermark >= offset:
-            return True
+            reached(False)
+        elif self.high_watermark >= offset:
+            reached(True)
+        else:
+            heapq.heappush(self._hw_waiters, (offset, next(_arrivals), leader_epoch, reached))
+
+    def replication_error(self, reached: bool, leader_epoch: int) -> ErrorCode:
+        """What the writer of an acks=all append at ``leader_epoch`` is told: NONE once committed (``reached``),
+        else REQUEST_TIMED_OUT while that leadership lasts, NOT_LEADER_OR_FOLLOWER after it."""
+        if reached:
+            if len(self.state.isr) < self.log.config.min_insync_replicas:
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return ErrorCode.NONE
+        if self.is_leader and self.leader_epoch == leader_epoch:
+            return ErrorCode.REQUEST_TIMED_OUT
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    async def wait_for_high_watermark(self, offset: int, leader_epoch: int, timeout_s: float) -> bool:
+        """watch_high_watermark's answer, False at the timeout."""
         fut = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._hw_waiters, (offset, next(_arrivals), leader_epoch, fut))
+        self.watch_high_watermark(offset, leader_epoch, lambda ok: fut.done() or fut.set_result(ok))
         # (a wait that timed out leaves the heap when the high watermark passes it)
         timer = clock.call_later(timeout_s, lambda: fut.done() or fut.set_result(False))
         try:
@@ -162,40 +182,34 @@ class Partition:
     async def wait_for_replication(self, offset: int, leader_epoch: int, timeout_s: float) -> ErrorCode:
         """acks=all once appended below ``offset`` at ``leader_epoch``: the error its writer gets (NONE once
         committed)."""
-        if self.manager.replication_wait_delay_s:
-            log.warning("%s-%d: fault injection (%s): the wait for offset %d starts in %.1fs", self.topic, self.index,
-                        faults.DELAY_REPLICATION_WAIT_ENV, offset, self.manager.replication_wait_delay_s)
-            await clock.sleep(self.manager.replication_wait_delay_s)
-        if await self.wait_for_high_watermark(offset, leader_epoch, timeout_s):
-            if len(self.state.isr) < self.log.config.min_insync_replicas:
-                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-            return ErrorCode.NONE
-        if self.is_leader and self.leader_epoch == leader_epoch:
-            return ErrorCode.REQUEST_TIMED_OUT
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if delay := self.manager.replication_wait_delay_s:
+            self.log_wait_delay(offset, delay)
+            await clock.sleep(delay)
+        reached = await self.wait_for_high_watermark(offset, leader_epoch, timeout_s)
+        return self.replication_error(reached, leader_epoch)
+
+    def log_wait_delay(self, offset: int, delay_s: float) -> None:
+        log.warning("%s-%d: fault injection (%s): the wait for offset %d starts in %.1fs", self.topic, self.index,
+                    faults.DELAY_REPLICATION_WAIT_ENV, offset, delay_s)
 
     def _complete_waiters(self) -> None:
         """The waits the high watermark has reached: True for those of this leadership."""
         hw = self.high_watermark
         waiters = self._hw_waiters
         while waiters and waiters[0][0] <= hw:
-            _, _, epoch, fut = heapq.heappop(waiters)
-            if not fut.done():
-                fut.set_result(self.is_leader and epoch == self.leader_epoch)
+            _, _, epoch, reached = heapq.heappop(waiters)
+            reached(self.is_leader and epoch == self.leader_epoch)
 
     def _fail_waiters(self) -> None:
         """A leadership began or ended: the waits of any other leadership fail."""
         keep = []
+        failed = []
         for entry in self._hw_waiters:
-            fut = entry[3]
-            if fut.done():
-                continue
-            if self.is_leader and entry[2] == self.leader_epoch:
-                keep.append(entry)
-            else:
-                fut.set_result(False)
+            (keep if self.is_leader and entry[2] == self.leader_epoch else failed).append(entry)
         heapq.heapify(keep)
         self._hw_waiters = keep
+        for entry in failed:
+            entry[3](False)
 
     def apply(self, state: PartitionState) -> None:
         """A new state from the store: take up the role it gives this broker."""
@@ -239,6 +253,14 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self._roles: dict[str, list[str]] = {}  # role changes not logged yet (role_taken)
+        # connections holding answers of delayed Produces a moving high watermark just completed: each
+        # writes them once the move has completed all it passed, in the same turn (one system call each)
+        self.answered: set = set()
+
+    def write_answers(self) -> None:
+        answered, self.answered = self.answered, set()
+        for connection in answered:
+            connection.write_answers()
 
     def role_taken(self, role: str, what: str) -> None:
         """A leadership taken or given up, logged with the others of the same moment in one line (a failover

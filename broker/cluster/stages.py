@@ -6,7 +6,8 @@ machine share, so the lines of a cluster's brokers on one machine line up:
 
     <stage> <topic>-<partition> <offset> <seconds> [replica <id>]
 
-On the leader: ``appended`` (the log end after any append), ``sent`` (a follower's fetch read
+On the leader: ``read`` (a Produce was read off its connection; the base offset its batch got),
+``appended`` (the log end after any append), ``sent`` (a follower's fetch read
 records up to that offset), ``follower-fetch`` (a follower's fetch from that offset arrived),
 ``high-watermark`` (moved to that offset), ``answered`` (a Produce's answer for the batch at that
 base offset is written to its connection). On a follower: ``received`` (a fetch response brought
@@ -16,10 +17,11 @@ records up to that offset), ``appended``, ``fetch-sent`` (its next fetch, from t
 
 from __future__ import annotations
 
+import gc
 import logging
 
-from storage import clock
 from protocol.records import valid_prefix
+from storage import clock
 
 log = logging.getLogger("moldau.stages")
 
@@ -28,9 +30,26 @@ def on() -> bool:
     return log.isEnabledFor(logging.DEBUG)
 
 
-def mark(stage: str, topic: str, partition: int, offset: int, replica: int | None = None) -> None:
+def watch_collections() -> None:
+    """Stage lines for the garbage collector's pauses too (``gc <generation> <ms> <seconds>``): a pause
+    stops every step of every write in the process."""
+    if not on():
+        return
+    started = [0.0]
+
+    def timed(phase: str, info: dict) -> None:
+        if phase == "start":
+            started[0] = clock.monotonic()
+        else:
+            log.debug("gc %d %.3f %.6f", info["generation"], (clock.monotonic() - started[0]) * 1000, started[0])
+
+    gc.callbacks.append(timed)
+
+
+def mark(stage: str, topic: str, partition: int, offset: int, replica: int | None = None,
+         at: float | None = None) -> None:
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("%s %s-%d %d %.6f%s", stage, topic, partition, offset, clock.monotonic(),
+        log.debug("%s %s-%d %d %.6f%s", stage, topic, partition, offset, clock.monotonic() if at is None else at,
                   "" if replica is None else f" replica {replica}")
 
 
@@ -38,6 +57,15 @@ def records_end(records) -> int:
     """The offset after the last whole batch of ``records`` (-1 if there is none)."""
     batches, _, _ = valid_prefix(bytearray(records))
     return batches[-1][1].next_offset if batches else -1
+
+
+def produce_read(result: dict, read_at: float | None) -> None:
+    """``read``: when the server read the Produce whose batches were appended at these base offsets."""
+    if read_at is not None:
+        for topic in result["responses"]:
+            for part in topic["partition_responses"]:
+                if part["error_code"] == 0:
+                    mark("read", topic["name"], part["index"], part["base_offset"], at=read_at)
 
 
 def produce_answered(result: dict) -> None:

@@ -20,7 +20,6 @@ A batch with a producer id new to its user past the user's producer_ids_rate
 is THROTTLING_QUOTA_EXCEEDED (client_quotas.py, KIP-936).
 """
 
-import asyncio
 import inspect
 import logging
 
@@ -28,8 +27,10 @@ from storage import clock
 from broker.cluster.delayed_produce import DelayedProduce
 from broker.coordinator.internal_topics import INTERNAL_TOPICS
 from broker.coordinator.partitions import settled
-from broker.errors import ErrorCode
+from storage.errors import InvalidTopic
 from broker.network.client_quotas import QUOTA_EXCEEDED, ProducerIds
+from broker.cluster import stages
+from broker.errors import ErrorCode
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 from protocol.compression import CODECS
 from protocol.errors import CorruptRecord
@@ -45,7 +46,6 @@ from storage.errors import (
     DuplicateSequence,
     InvalidProducerEpoch,
     InvalidProducerRecord,
-    InvalidTopic,
     InvalidTxnState,
     OutOfOrderSequence,
     ProducerStateError,
@@ -266,20 +266,6 @@ async def _added_here(broker, transactional_id: str, producer_id: int, epoch: in
     return dict.fromkeys(partitions, error)
 
 
-async def _wait_for_replicas(response: dict, waits: list, timeout_ms: int) -> dict:
-    """Delayed produce: each waiting partition's answer once its high watermark passes the batch."""
-    if len(waits) == 1:  # (most requests: no task for gather to wrap the wait in)
-        ((p, offset, epoch, _),) = waits
-        errors = [await p.wait_for_replication(offset, epoch, timeout_ms / 1000)]
-    else:
-        errors = await asyncio.gather(*(p.wait_for_replication(offset, epoch, timeout_ms / 1000)
-                                        for p, offset, epoch, _ in waits))
-    for (_, _, _, result), error in zip(waits, errors):
-        if error:
-            result["error_code"], result["base_offset"] = error, -1
-    return response
-
-
 def handle(broker, request, header):
     to_verify = _to_verify(broker, request, header.api_version >= ADDS_PARTITIONS_SINCE)
     if to_verify:
@@ -326,9 +312,11 @@ def _handle(broker, request, header, verdicts: dict):
             results = [_append(broker, topic, p, request["transactional_id"], acks, header.api_version, now, waits,
                                producer_ids, verdicts) for p in parts]
         responses.append({"name": name, "partition_responses": results})
+    response = {"responses": responses, "throttle_time_ms": producer_ids.throttle_ms}
+    if header.read_at is not None and stages.on():
+        stages.produce_read(response, header.read_at)
     if acks == 0:
         return None
-    response = {"responses": responses, "throttle_time_ms": producer_ids.throttle_ms}
     if waits:
-        return DelayedProduce(_wait_for_replicas(response, waits, request["timeout_ms"]))
+        return DelayedProduce(response, waits, request["timeout_ms"])
     return response

@@ -24,10 +24,10 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
-from storage import clock
 from protocol import codec
 from protocol.errors import CorruptRecord
 from protocol.frames import FrameDecoder, FrameError, decode_request_header, response_chunks
+from storage import clock
 from storage.cleaner import CleaningStopped
 
 from .. import faults
@@ -58,9 +58,12 @@ _REQUESTS_PER_TURN = 16  # then the other connections get a turn
 # answers collected before they go to the transport: past this the transport's flow control
 # (pause_writing) must get a say, or a client that never reads has every queued request answered in memory
 _OUTBOX_LIMIT = 64 * 1024
-# answers a connection may owe behind a Produce waiting for its replicas before it handles no more requests
-# (what they hold is bounded by the client's in-flight requests, librdkafka's default being a million)
-_UNANSWERED_LIMIT = 128
+# answers a connection may owe behind a Produce waiting for its replicas, and bytes of the Produces it holds
+# meanwhile, before it handles no more requests (the client's in-flight requests bound them too, librdkafka's
+# default being a million). A connection handles at most this many requests per replication round trip:
+# a pipeline of one-record requests (librdkafka's default with linger.ms 0) needs thousands a second
+_UNANSWERED_LIMIT = 4096
+_UNANSWERED_BYTES = 32 << 20
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -81,6 +84,8 @@ class KafkaConnection(asyncio.Protocol):
         self.drop_response = drop_response
         self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
         self.queue: deque = deque()
+        self.read_times: deque = deque()  # when each queued request was read, kept only for stages.on()
+        self.read_at: float | None = None  # that of the request being handled
         self.outbox: list = []  # response buffers not yet handed to the transport
         self.outbox_bytes = 0
         self.transport: asyncio.Transport | None = None
@@ -88,9 +93,12 @@ class KafkaConnection(asyncio.Protocol):
         self.client_host = ""
         self.busy = False
         self.parked_fetch: asyncio.Task | None = None  # dropped if the connection closes first
-        # from the oldest delayed Produce still waiting for its replicas on: one slot per request, set to
-        # what sends its answer once known; answers go out from the front, in the order of the requests
+        # from the oldest delayed Produce still waiting for its replicas on: one slot per request, [what sends
+        # its answer once known, the bytes of the Produce it holds]; answers go out from the front, in the
+        # order of the requests
         self.unanswered: deque[list] = deque()
+        self.unanswered_bytes = 0
+        self.answers_scheduled = False  # _answers_ready is to run: delayed Produces were answered this turn
         self.write_paused = False
         self.read_paused = False
         self.closed = False
@@ -134,6 +142,7 @@ class KafkaConnection(asyncio.Protocol):
         self.registry.discard(self)
         self.closed = True
         self.queue.clear()
+        self.read_times.clear()
         self._hold_queue_places()
         self.request_queue.forget(self)
         if self.parked_fetch is not None:
@@ -176,6 +185,8 @@ class KafkaConnection(asyncio.Protocol):
             self.close(f"bad frame: {exc}")
             return
         self.queue.extend(frames)
+        if frames and stages.on():
+            self.read_times.extend([clock.monotonic()] * len(frames))
         self._process()
 
     # ---- request processing ---------------------------------------------------
@@ -188,7 +199,7 @@ class KafkaConnection(asyncio.Protocol):
     @property
     def _can_handle(self) -> bool:
         return not (self.busy or self.closed or self.write_paused or self.muted
-                    or len(self.unanswered) >= _UNANSWERED_LIMIT)
+                    or len(self.unanswered) >= _UNANSWERED_LIMIT or self.unanswered_bytes >= _UNANSWERED_BYTES)
 
     def _hold_queue_places(self) -> None:
         """Queued requests hold places in the broker's request queue only while this connection could
@@ -225,6 +236,7 @@ class KafkaConnection(asyncio.Protocol):
             if not self.queue or not self._can_handle:
                 break
             frame = self.queue.popleft()
+            self.read_at = self.read_times.popleft() if self.read_times else None
             if self.held:  # its place is free once its handling starts
                 self.held -= 1
                 self.request_queue.release(1)
@@ -248,6 +260,7 @@ class KafkaConnection(asyncio.Protocol):
     def _handle(self, frame):
         header = decode_request_header(frame)
         header.client_host = self.client_host
+        header.read_at = self.read_at
         header.session = session = self.session
         handler = HANDLERS.get(header.api_key)
         if handler is None:
@@ -292,9 +305,10 @@ class KafkaConnection(asyncio.Protocol):
         result = handler.handle(self.broker, request, header)
         usage = (len(frame), time.perf_counter() - started)  # what client quotas count of this request
         if isinstance(result, DelayedProduce) and len(frame) < _LARGE_REQUEST_BYTES:
-            slot = [None]
+            slot = [None, len(frame)]
             self.unanswered.append(slot)
-            self.broker.supervisor.spawn(self._finish_produce(header, result, request, started, usage, slot))
+            self.unanswered_bytes += len(frame)
+            result.start(lambda response: self._produce_answered(header, response, request, started, usage, slot))
             return
         if inspect.isawaitable(result) or len(frame) >= _LARGE_REQUEST_BYTES:
             self.busy = True
@@ -346,33 +360,50 @@ class KafkaConnection(asyncio.Protocol):
             self.parked_fetch = None
         self._process()
 
-    async def _finish_produce(self, header, delayed: DelayedProduce, request, started, usage, slot: list) -> None:
-        """Answer a delayed Produce once its replicas have its batches, after the answers in front of it."""
+    def _produce_answered(self, header, response: dict, request, started, usage, slot: list) -> None:
+        """A delayed Produce's replicas have its batches (or it failed): its answer goes out after those in
+        front of it, written with the others the same high watermark move completed."""
         try:
-            result = await delayed
             if self.broker.metrics:
-                self.broker.metrics.request("Produce", started, request, result)
-            slot[0] = lambda: self._answer_now("Produce", header, result, usage)
-        except Exception:
+                self.broker.metrics.request("Produce", started, request, response)
+            slot[0] = lambda: self._answer_now("Produce", header, response, usage)
+        except Exception:  # (not raised into the high watermark's move that called this)
             log.exception("Produce handler failed; closing connection from %s", self.peer)
             slot[0] = lambda: self.close("internal error")
-        self._send_ready()
-        self._process()
+        self._guarded(self._send_ready)
+        if self.outbox:  # written at the end of the high watermark's move, or else on the next turn
+            self.broker.replicas.answered.add(self)
+        if not self.answers_scheduled:
+            self.answers_scheduled = True
+            asyncio.get_running_loop().call_soon(self._answers_ready)
+
+    def _answers_ready(self) -> None:
+        """The connection's turn after delayed Produces were answered: the requests their answers held
+        back, if it owed too many."""
+        self.answers_scheduled = False
+        if not self.closed:
+            self._process()
+
+    def write_answers(self) -> None:
+        if not self.closed:
+            self._flush()
 
     def _in_order(self, send) -> None:
         """``send`` now, or once the answers owed in front of it are out."""
         if self.unanswered:
-            self.unanswered.append([send])
+            self.unanswered.append([send, 0])
         else:
             send()
 
     def _send_ready(self) -> None:
         while self.unanswered and self.unanswered[0][0] is not None:
-            self.unanswered.popleft()[0]()
+            send, size = self.unanswered.popleft()
+            self.unanswered_bytes -= size
+            send()
 
     def _answer(self, name: str, header, result: dict | None, usage: tuple[int, float]) -> None:
         if self.unanswered:
-            self.unanswered.append([lambda: self._answer_now(name, header, result, usage)])
+            self.unanswered.append([lambda: self._answer_now(name, header, result, usage), 0])
         else:
             self._answer_now(name, header, result, usage)
 
@@ -427,6 +458,7 @@ class KafkaConnection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, reason)
             self.closed = True
             self.queue.clear()
+            self.read_times.clear()
             self._hold_queue_places()
             self.transport.close()
 

@@ -9,10 +9,13 @@ million requests in flight) would queue for seconds behind a few milliseconds of
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
 
+from broker.errors import ErrorCode
 from helpers import fetch_requests, wire
 from helpers.bystander import produce_body
 from helpers.cluster import start_cluster  # noqa: F401 (fixture)
@@ -83,3 +86,37 @@ def test_a_consumer_fetch_parked_at_the_leader_is_answered_when_the_high_waterma
         (fetched,) = body["responses"][0]["partitions"]
         assert fetched["error_code"] == 0 and fetched["records"], fetched
     assert max(took) < 1.0, [f"{t * 1000:.0f} ms" for t in took]
+
+
+def test_an_acks_all_produce_whose_followers_stall_times_out_and_the_one_behind_it_is_answered_after_it(
+        start_cluster):
+    """Both followers stopped (SIGSTOP, shorter than the ISR's lag time: they stay in the ISR): a Produce with
+    a 500 ms timeout is answered REQUEST_TIMED_OUT about then -- its own deadline, not the connection's --
+    and an ApiVersions pipelined behind it comes after it; once the followers go on, the next one is
+    committed."""
+    cluster = start_cluster(3, min_insync_replicas=2)
+    cluster.create_topic("stalled", partitions=1, replication_factor=3)
+    leader = cluster.leader("stalled")
+    followers = [cluster.brokers[n].proc for n in cluster.brokers if n != leader]
+    sock = wire.connect(cluster.brokers[leader].port, 30)
+    send_pipeline(sock, "stalled", 1, 1)  # connections and fetch sessions are up before the stop
+    assert answers(sock, 1)[0][1]["error_code"] == 0
+    body = produce_body("stalled", build_batch([(None, b"stalled")]))
+    for proc in followers:
+        os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        sock.sendall(frames.encode_request("Produce", 9, 2, "pipeline", {**body, "timeout_ms": 500})
+                     + frames.encode_request("ApiVersions", 3, 3, "pipeline",
+                                             {"client_software_name": "t", "client_software_version": "1"}))
+        ((correlation_id, part),) = answers(sock, 1)
+        took = time.monotonic() - started
+        behind, _ = frames.decode_response("ApiVersions", 3, memoryview(wire.recv_frame(sock)))
+    finally:
+        for proc in followers:
+            os.kill(proc.pid, signal.SIGCONT)
+    assert (correlation_id, behind) == (2, 3)
+    assert part["error_code"] == ErrorCode.REQUEST_TIMED_OUT, part
+    assert 0.4 < took < 2.5, f"answered after {took:.2f} s, its timeout being 0.5 s"
+    send_pipeline(sock, "stalled", 4, 1)
+    assert answers(sock, 1)[0][1]["error_code"] == 0
