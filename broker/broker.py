@@ -23,6 +23,7 @@ from .descriptors import Budget
 from .dynamic_configs import DynamicBrokerConfigs
 from .errors import ErrorCode
 from .fetch_session import FetchSessionCache
+from .log_read import IdleAnswers
 from .group import OFFSETS_TOPIC, GroupCoordinator
 from .listeners import advertised_endpoints
 from .producer_ids import PRODUCER_ID_FILE, ProducerIdManager
@@ -116,6 +117,7 @@ class Broker:
         self.metrics = None  # a BrokerMetrics while metrics.port serves Prometheus
         self.txn_verifier = None  # a TransactionVerifier while serving: KIP-890's question to other brokers
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
+        self.idle_answers = IdleAnswers()  # sessionless fetches' answers for partitions with nothing new
 
     @property
     def cluster_id(self) -> str:

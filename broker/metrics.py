@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, SummaryMetricFamily
 
 from broker.errors import ErrorCode
+from protocol.codec import Encoded
 from broker.share import metrics as share_metrics
 from broker.transaction.metadata import TransactionState
 
@@ -123,6 +124,8 @@ class BrokerMetrics:
         for topic in response["responses"]:
             name = topic["topic"] or self._topic_name(topic["topic_id"])  # v13+ names topics by id
             for part in topic["partitions"]:
+                if part.__class__ is Encoded:  # a partition with nothing to return (protocol/fetch_answers.py)
+                    continue
                 if part["error_code"]:
                     self.errors[("Fetch", _error_name(part["error_code"]))] += 1
                 elif part["records"]:
