@@ -244,8 +244,7 @@ def _sessionless_read(broker, request, header) -> tuple[dict | None, int]:
     """(the response, bytes of records in it); (None, 0) if the request names a partition twice."""
     uses_topic_ids = header.api_version >= TOPIC_IDS_SINCE
     isolation = request["isolation_level"]
-    answers = broker.idle_answers
-    idle = answers.answers
+    idle = broker.idle_answers.answers
     fmt = (header.api_version, isolation == READ_COMMITTED)
     authorizer = broker.authorizer
     responses = []
@@ -280,7 +279,7 @@ def _sessionless_read(broker, request, header) -> tuple[dict | None, int]:
                     continue
             key = TopicPartition(topic, index)
             to_read[key] = FetchPartition(offset, p["partition_max_bytes"], p["log_start_offset"], epoch,
-                                          p["last_fetched_epoch"], name)
+                                          p["last_fetched_epoch"], name if uses_topic_ids else None)
             places.append((partitions, len(partitions), key))
             partitions.append(None)
     total = 0
