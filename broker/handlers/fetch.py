@@ -225,14 +225,37 @@ def _sessionless(broker, request, header):
         return _in_context(broker, request, header)
     if total >= request["min_bytes"] or request["max_wait_ms"] <= 0:
         return response
-    uses_topic_ids = header.api_version >= TOPIC_IDS_SINCE
-    wanted = requested_partitions(broker.logs, request, uses_topic_ids)
-    delayed = DelayedFetch(broker.logs, wanted, {key.topic for key in wanted}, request["isolation_level"],
-                           request["min_bytes"], total)
+    wanted = _RequestedPartitions(broker.logs, request, header.api_version >= TOPIC_IDS_SINCE)
+    delayed = DelayedFetch(broker.logs, wanted, wanted.topics, request["isolation_level"], request["min_bytes"],
+                           total)
     if not delayed.topics:
         return response
     parked = broker.fetch_purgatory.watch(delayed, request["max_wait_ms"] / 1000)
     return _sessionless_later(broker, request, header, parked)
+
+
+class _RequestedPartitions(Mapping):
+    """A parked sessionless fetch's partitions, as the purgatory looks them up: mapped only when an append to
+    one of its topics first asks (an idle consumer's long poll mostly ends unasked, at max_wait_ms)."""
+
+    def __init__(self, logs, request, uses_topic_ids: bool) -> None:
+        self._logs, self._request, self._uses_topic_ids = logs, request, uses_topic_ids
+        self._mapped: dict[TopicPartition, FetchPartition] | None = None
+        self.topics = {t["topic_id"] if uses_topic_ids else t["topic"] for t in request["topics"]}
+
+    def _partitions(self) -> dict[TopicPartition, FetchPartition]:
+        if self._mapped is None:
+            self._mapped = requested_partitions(self._logs, self._request, self._uses_topic_ids)
+        return self._mapped
+
+    def __getitem__(self, key: TopicPartition) -> FetchPartition:
+        return self._partitions()[key]
+
+    def __iter__(self):
+        return iter(self._partitions())
+
+    def __len__(self) -> int:
+        return len(self._partitions())
 
 
 async def _sessionless_later(broker, request, header, parked) -> dict:
