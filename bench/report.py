@@ -148,8 +148,9 @@ def targets(result: dict) -> str:
         if row["kind"] in ("produce", "consume"):
             out.append(_check(f"{row['id']} vs Tansu", ratio(row, "tansu"), 1.0, True, "x",
                               max(mine, spread(row, "tansu"))))
-            if row["params"]["size"] >= 1024:  # the ceiling target is for 1 KiB messages
-                out.append(_check(f"{row['id']} vs ceiling", ratio(row, "ceiling"), 0.5, True, "x",
+            if row["params"]["size"] >= 1024:  # the ceiling target is for 1 KiB messages (issue 26: 0.9x with lz4)
+                goal = 0.9 if row["kind"] == "produce" and row["params"].get("compression") == "lz4" else 0.5
+                out.append(_check(f"{row['id']} vs ceiling", ratio(row, "ceiling"), goal, True, "x",
                                   max(mine, spread(row, "ceiling"))))
         elif row["kind"] == "latency":
             out.append(_check("end-to-end p99 at light load", primary(row, SUBJECT), 5.0, False, " ms", mine))
@@ -157,6 +158,10 @@ def targets(result: dict) -> str:
             out.append(_check("small produce requests", primary(row, SUBJECT), 20_000, True, " req/s", mine))
         elif row["kind"] == "follow" and row["params"]["consumer"] == "sessions":
             out.append(_session_saving(result["rows"], row))
+        elif row["kind"] == "idle-fetch" and row["params"]["consumer"] == "sessionless":
+            # librdkafka's every fetch (it never opens a session): issue 26's 4 ms
+            out.append(_check("broker CPU of a sessionless 2,000-partition fetch with nothing new",
+                              primary(row, SUBJECT), 4.0, False, " ms", mine))
         elif row["kind"] == "idle-fetch" and row["params"]["consumer"] == "sessions":
             full = next((r for r in result["rows"] if r["kind"] == "idle-fetch" and r is not row), None)
             mine_ms, full_ms = primary(row, SUBJECT), full and primary(full, SUBJECT)

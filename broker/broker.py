@@ -6,9 +6,9 @@ import logging
 
 from storage import clock
 from storage.catalog import TopicMetadata, validate_topic_name
+from storage.cleaner import LogCleaner
 from storage.config import TOPIC_CONFIGS, LogConfig
 from storage.errors import InvalidConfig, TopicExists
-from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 
 from . import faults
@@ -28,6 +28,7 @@ from .coordinator.internal_topics import (
 from .errors import ErrorCode
 from .fetch.delayed_fetch import FetchPurgatory
 from .fetch.fetch_session import FetchSessionCache
+from .fetch.log_read import IdleAnswers
 from .group import GroupCoordinator
 from .network.client_quotas import ClientQuotas
 from .network.descriptors import Budget
@@ -93,6 +94,7 @@ class Broker:
         self.metrics = None  # a BrokerMetrics while metrics.port serves Prometheus
         self.txn_verifier = None  # a TransactionVerifier while serving: KIP-890's question to other brokers
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
+        self.idle_answers = IdleAnswers()  # sessionless fetches' answers for partitions with nothing new
 
     @property
     def cluster_id(self) -> str:

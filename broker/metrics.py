@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from storage import clock
 from broker.errors import ErrorCode
+from protocol.codec import Encoded
 from broker.share import metrics as share_metrics
 from broker.transaction.metadata import TransactionState
 
@@ -124,6 +125,8 @@ class BrokerMetrics:
         for topic in response["responses"]:
             name = topic["topic"] or self._topic_name(topic["topic_id"])  # v13+ names topics by id
             for part in topic["partitions"]:
+                if part.__class__ is Encoded:  # a partition with nothing to return (protocol/fetch_answers.py)
+                    continue
                 if part["error_code"]:
                     self.errors[("Fetch", _error_name(part["error_code"]))] += 1
                 elif part["records"]:

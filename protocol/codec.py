@@ -10,7 +10,9 @@ absent in its version, so handlers need no version checks.
 Decoding is bounds-checked: every length is compared with the bytes left
 before anything is allocated, so hostile input costs at most its own size.
 Records fields are returned as memoryview slices and encoded without copying
-when large (see ``Writer``).
+when large (see ``Writer``). An element of an array of structs may be an
+``Encoded``: bytes its caller encoded for this version, written as they are
+(a hot path answering many alike elements encodes them once).
 """
 
 from __future__ import annotations
@@ -122,6 +124,12 @@ def _uuid_bytes(v) -> bytes:
     return v.bytes if isinstance(v, uuid.UUID) else bytes(v)
 
 
+class Encoded(bytes):
+    """One struct of an array, already encoded for the message's version."""
+
+    __slots__ = ()
+
+
 class Writer:
     """An encode buffer that keeps large record sets out of the copy path.
 
@@ -160,6 +168,7 @@ _RUNTIME = {
     "_check": _check,
     "_uuid_bytes": _uuid_bytes,
     "Writer": Writer,
+    "Encoded": Encoded,
 }
 
 
@@ -274,6 +283,11 @@ class _Compiler:
     def gen_decode_tags(self, tagged: list, indent: int, target: str) -> None:
         # fresh names per section: a tagged array's elements have tag sections of their own
         n, tag, size, tag_end, outer_end = (self.fresh(v) for v in ("nt", "tag", "size", "tag_end", "outer_end"))
+        # nearly every section is empty (one zero byte): that case without a call, for arrays of many elements
+        self.emit(indent, "if p < end and buf[p] == 0:")
+        self.emit(indent + 1, "p += 1")
+        self.emit(indent, "else:")
+        indent += 1
         self.emit(indent, f"{n}, p = _uvarint(buf, p, end)")
         self.emit(indent, f"for _ in range({n}):")
         self.emit(indent + 1, f"{tag}, p = _uvarint(buf, p, end)")
@@ -451,6 +465,9 @@ class _Compiler:
             if elem in _FIXED or elem in ("string", "bytes", "uuid", "records"):
                 self.gen_encode_value({"name": field["name"], "type": elem, "versions": "0+"}, indent + 2, item)
             else:
+                self.emit(indent + 2, f"if {item}.__class__ is Encoded:")
+                self.emit(indent + 3, f"w.buf += {item}")
+                self.emit(indent + 3, "continue")
                 self.gen_encode_fields(self.fields_of(field), indent + 2, item)
         elif self.nullable(field):  # KIP-893: int8 -1 for null, else 1 and the struct
             self.emit(indent, f"if {v} is None:")

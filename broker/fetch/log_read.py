@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 from storage.errors import OffsetOutOfRange
@@ -136,3 +137,31 @@ def read_from_logs(
 _UNKNOWN_ID = PartitionData(ErrorCode.UNKNOWN_TOPIC_ID)
 _UNKNOWN_TOPIC = PartitionData(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 _INCONSISTENT_ID = PartitionData(ErrorCode.INCONSISTENT_TOPIC_ID)
+
+
+class IdleAnswer:
+    """A led partition's answer while a consumer at its high watermark has nothing to read there."""
+
+    __slots__ = ("high_watermark", "last_stable_offset", "log_start_offset", "leader_epoch", "encoded")
+
+    def __init__(self, log_: Log, leader_epoch: int) -> None:
+        self.high_watermark = log_.high_watermark
+        self.last_stable_offset = log_.last_stable_offset
+        self.log_start_offset = log_.log_start_offset
+        self.leader_epoch = leader_epoch
+        self.encoded: dict = {}  # the answer as a response version and isolation level encode it
+
+
+class IdleAnswers:
+    """The IdleAnswer of each partition sessionless consumers read, dropped when its log tells of a change
+    (``Log.watchers``: an append, a moved high watermark or log start, a truncation, a new leadership state,
+    the log deleted), so a fetch answers a partition with nothing new by one lookup, not a read."""
+
+    def __init__(self) -> None:
+        self.answers: dict[tuple[str, int], IdleAnswer] = {}
+
+    def remember(self, name: str, log_: Log, leader_epoch: int) -> IdleAnswer:
+        key = (name, log_.partition)
+        answer = self.answers[key] = IdleAnswer(log_, leader_epoch)
+        log_.watchers[self] = partial(self.answers.pop, key, None)  # (one per log: the same key each time)
+        return answer

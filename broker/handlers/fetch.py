@@ -21,15 +21,25 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from storage import clock
 from broker.cluster import stages
 from broker.errors import ErrorCode
 from broker.fetch.delayed_fetch import DelayedFetch
-from broker.fetch.fetch_session import FetchContext, new_context
-from broker.fetch.log_read import FOLLOWER, FetchPartition, PartitionData, TopicPartition, read_from_logs
-from broker.security.authorizer import TOPIC
+from broker.fetch.fetch_session import FINAL_EPOCH, FetchContext, new_context
+from broker.fetch.log_read import (
+    FOLLOWER,
+    READ_COMMITTED,
+    FetchPartition,
+    PartitionData,
+    TopicPartition,
+    find_log,
+    read_from_logs,
+)
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import TOPIC
+from protocol.fetch_answers import nothing_to_return
+from storage import clock
+
 
 def replica_id_of(request) -> int:
     state = request.get("replica_state")
@@ -109,6 +119,12 @@ def forgotten_partitions(request, uses_topic_ids: bool) -> list[TopicPartition]:
 
 
 def handle(broker, request, header):
+    if request["session_epoch"] == FINAL_EPOCH and replica_id_of(request) < 0:
+        return _sessionless(broker, request, header)
+    return _in_context(broker, request, header)
+
+
+def _in_context(broker, request, header):
     uses_topic_ids = header.api_version >= TOPIC_IDS_SINCE
     context = new_context(
         broker.fetch_sessions, request["session_id"], request["session_epoch"],
@@ -180,18 +196,142 @@ def _response(broker, context: FetchContext, found: dict[TopicPartition, Partiti
     for key, data in listed.items():
         if key.topic != last:  # consecutive partitions of a topic share an entry
             last, partitions = key.topic, []
-            by_id = isinstance(key.topic, uuid.UUID)
-            responses.append({"topic": "" if by_id else key.topic, "topic_id": key.topic if by_id else _NO_TOPIC_ID,
-                              "partitions": partitions})
-        partitions.append({
-            "partition_index": key.partition,
-            "error_code": data.error,
-            "high_watermark": data.high_watermark,
-            "last_stable_offset": data.last_stable_offset,
-            "log_start_offset": data.log_start_offset,
-            "aborted_transactions": data.aborted_transactions,
-            "preferred_read_replica": -1,
-            "records": data.records,
-            "diverging_epoch": data.diverging_epoch,
-        })
+            responses.append(_topic_response(key.topic, partitions))
+        partitions.append(_partition_response(key.partition, data))
     return {"throttle_time_ms": 0, "error_code": context.error, "session_id": session_id, "responses": responses}
+
+
+def _topic_response(topic: str | uuid.UUID, partitions: list) -> dict:
+    by_id = isinstance(topic, uuid.UUID)
+    return {"topic": "" if by_id else topic, "topic_id": topic if by_id else _NO_TOPIC_ID, "partitions": partitions}
+
+
+def _partition_response(index: int, data: PartitionData) -> dict:
+    return {
+        "partition_index": index,
+        "error_code": data.error,
+        "high_watermark": data.high_watermark,
+        "last_stable_offset": data.last_stable_offset,
+        "log_start_offset": data.log_start_offset,
+        "aborted_transactions": data.aborted_transactions,
+        "preferred_read_replica": -1,
+        "records": data.records,
+        "diverging_epoch": data.diverging_epoch,
+    }
+
+
+# --- a consumer's fetch without a session ---------------------------------------------------------------------
+# librdkafka never opens a fetch session, so each of its fetches names every partition it consumes. Those with
+# nothing to return (led here, the consumer at the high watermark) are answered from broker.idle_answers, kept
+# encoded, with no read and no per-partition objects; the others are read as any fetch's partitions are.
+
+
+def _sessionless(broker, request, header):
+    if request["session_id"]:  # a final fetch closes the session it names (Kafka's FetchManager.newContext)
+        broker.fetch_sessions.remove(request["session_id"])
+    response, total = _sessionless_read(broker, request, header)
+    if response is None:  # a partition named twice: the map's rules (broker/fetch/log_read.py) apply
+        return _in_context(broker, request, header)
+    if total >= request["min_bytes"] or request["max_wait_ms"] <= 0:
+        return response
+    wanted = _RequestedPartitions(broker.logs, request, header.api_version >= TOPIC_IDS_SINCE)
+    delayed = DelayedFetch(broker.logs, wanted, wanted.topics, request["isolation_level"], request["min_bytes"],
+                           total)
+    if not delayed.topics:
+        return response
+    parked = broker.fetch_purgatory.watch(delayed, request["max_wait_ms"] / 1000)
+    return _sessionless_later(broker, request, header, parked)
+
+
+class _RequestedPartitions(Mapping):
+    """A parked sessionless fetch's partitions, as the purgatory looks them up: mapped only when an append to
+    one of its topics first asks (an idle consumer's long poll mostly ends unasked, at max_wait_ms)."""
+
+    def __init__(self, logs, request, uses_topic_ids: bool) -> None:
+        self._logs, self._request, self._uses_topic_ids = logs, request, uses_topic_ids
+        self._mapped: dict[TopicPartition, FetchPartition] | None = None
+        self.topics = {t["topic_id"] if uses_topic_ids else t["topic"] for t in request["topics"]}
+
+    def _partitions(self) -> dict[TopicPartition, FetchPartition]:
+        if self._mapped is None:
+            self._mapped = requested_partitions(self._logs, self._request, self._uses_topic_ids)
+        return self._mapped
+
+    def __getitem__(self, key: TopicPartition) -> FetchPartition:
+        return self._partitions()[key]
+
+    def __iter__(self):
+        return iter(self._partitions())
+
+    def __len__(self) -> int:
+        return len(self._partitions())
+
+
+async def _sessionless_later(broker, request, header, parked) -> dict:
+    await parked
+    return _sessionless_read(broker, request, header)[0]
+
+
+def _sessionless_read(broker, request, header) -> tuple[dict | None, int]:
+    """(the response, bytes of records in it); (None, 0) if the request names a partition twice."""
+    uses_topic_ids = header.api_version >= TOPIC_IDS_SINCE
+    isolation = request["isolation_level"]
+    idle = broker.idle_answers.answers
+    fmt = (header.api_version, isolation == READ_COMMITTED)
+    authorizer = broker.authorizer
+    responses = []
+    to_read: dict[TopicPartition, FetchPartition] = {}
+    places: list[tuple[list, int, TopicPartition]] = []  # where the answers of partitions read go
+    names = set()
+    for want in request["topics"]:
+        topic = want["topic_id"] if uses_topic_ids else want["topic"]
+        wanted = want["partitions"]
+        if topic in names or len({p["partition"] for p in wanted}) != len(wanted):
+            return None, 0
+        names.add(topic)
+        found = broker.logs.topic_by_id(topic) if uses_topic_ids else broker.logs.topic(topic)
+        name = found.name if found is not None else None
+        if name is not None and authorizer.enabled and not authorizer.authorize(header, "Read", TOPIC, name):
+            name = None  # refused as the reads' answers are
+        partitions = []
+        responses.append(_topic_response(topic, partitions))
+        for p in wanted:
+            index, offset, epoch = p["partition"], p["fetch_offset"], p["current_leader_epoch"]
+            if name is not None:
+                answer = idle.get((name, index))
+                if answer is None or answer.high_watermark != offset:
+                    answer = _idle_answer(broker, name, topic, index, offset)
+                if answer is not None and (epoch < 0 or epoch == answer.leader_epoch):
+                    encoded = answer.encoded.get(fmt)
+                    if encoded is None:
+                        encoded = answer.encoded[fmt] = nothing_to_return(
+                            header.api_version, fmt[1], index, answer.high_watermark, answer.last_stable_offset,
+                            answer.log_start_offset)
+                    partitions.append(encoded)
+                    continue
+            key = TopicPartition(topic, index)
+            to_read[key] = FetchPartition(offset, p["partition_max_bytes"], p["log_start_offset"], epoch,
+                                          p["last_fetched_epoch"], name if uses_topic_ids else None)
+            places.append((partitions, len(partitions), key))
+            partitions.append(None)
+    total = 0
+    if to_read:
+        max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
+        answered = leadership_answers(broker, to_read, -1)
+        found_data, total = read_from_logs(broker.logs, to_read, isolation, max_bytes, answered)
+        if authorizer.enabled:
+            _deny_unreadable(broker, request, header, found_data)
+        for partitions, i, key in places:
+            partitions[i] = _partition_response(key.partition, found_data[key])
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}, total
+
+
+def _idle_answer(broker, name: str, topic, index: int, offset: int):
+    """The partition's IdleAnswer if this broker leads it and ``offset`` is its high watermark, else None."""
+    log_, _ = find_log(broker.logs, TopicPartition(topic, index), name)
+    if log_ is None or log_.high_watermark != offset:
+        return None
+    partition, error = broker.replicas.leader_partition(name, index)
+    if error:
+        return None
+    return broker.idle_answers.remember(name, log_, partition.leader_epoch)

@@ -23,6 +23,7 @@ from collections import deque
 from pathlib import Path
 
 from storage import clock
+from protocol.codec import Encoded
 from storage.files import atomic_write
 
 log = logging.getLogger("moldau.quotas")
@@ -198,7 +199,9 @@ def user_of(session) -> str:
 
 
 def _fetched_bytes(result: dict) -> int:
-    return sum(len(p["records"] or b"") for t in result["responses"] for p in t["partitions"])
+    # (an Encoded answer holds no records: protocol/fetch_answers.py)
+    return sum(len(p["records"] or b"") for t in result["responses"] for p in t["partitions"]
+               if p.__class__ is not Encoded)
 
 
 def client_quota_throttle(quotas: ClientQuotas, api: str, header, result: dict | None,
