@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from broker import faults, stages
 from broker.errors import ErrorCode
+from storage.files import sync_filesystem
 from storage.log import Log
 
 from .metadata import NO_LEADER, PartitionState
@@ -92,7 +93,10 @@ class Partition:
         now = _monotonic_ms()
         # ISR members count as caught up now: they get replica.lag.time.max.ms to show it
         self.followers = {r: FollowerState(last_caught_up_ms=now) for r in state.replicas if r != self.manager.node_id}
-        self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
+        # written now, made durable with the others taken meanwhile in one sync (a failover takes thousands);
+        # nothing of this epoch is acknowledged before (wait_for_replication, wait_for_epoch_checkpoint)
+        if self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset, sync=False):
+            self.manager.epoch_checkpoint_unsynced(self.log)
         self.epoch_start_offset = self.log.log_end_offset
         self._fail_waiters()  # those of an earlier epoch: what they wait for may have been cut since
         if state.unclean:
@@ -171,10 +175,25 @@ class Partition:
         if await self.wait_for_high_watermark(offset, leader_epoch, timeout_s):
             if len(self.state.isr) < self.log.config.min_insync_replicas:
                 return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-            return ErrorCode.NONE
+            return await self.wait_for_epoch_checkpoint(leader_epoch, timeout_s)
         if self.is_leader and self.leader_epoch == leader_epoch:
             return ErrorCode.REQUEST_TIMED_OUT
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    def epoch_checkpoint_synced(self) -> bool:
+        return self.log not in self.manager.unsynced_epochs
+
+    async def wait_for_epoch_checkpoint(self, leader_epoch: int, timeout_s: float) -> ErrorCode:
+        """Before a write of this leadership is acknowledged, its leader-epoch checkpoint is durable (KIP-101:
+        a restart must know where the epoch began): NONE then, else the error its writer gets."""
+        synced = self.manager.unsynced_epochs.get(self.log)
+        if synced is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(synced), timeout_s)
+            except TimeoutError:
+                return ErrorCode.REQUEST_TIMED_OUT
+        return ErrorCode.NONE if self.is_leader and self.leader_epoch == leader_epoch else \
+            ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     def _complete_waiters(self) -> None:
         """The waits the high watermark has reached: True for those of this leadership."""
@@ -241,6 +260,35 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self._roles: dict[str, list[str]] = {}  # role changes not logged yet (role_taken)
+        # logs whose leader-epoch checkpoint is written but not yet durable -> the sync that makes it so
+        self.unsynced_epochs: dict[Log, asyncio.Future] = {}
+        self._next_sync: asyncio.Future | None = None  # the sync the checkpoints written now wait for
+        self.epoch_syncs = 0  # filesystem syncs made for leader-epoch checkpoints (one per batch)
+
+    def epoch_checkpoint_unsynced(self, log_: Log) -> None:
+        """A leader-epoch checkpoint written without fsync: it joins the next sync (group commit: every
+        checkpoint written while one sync runs is made durable by the following one)."""
+        if self._next_sync is None:
+            self._next_sync = asyncio.get_running_loop().create_future()
+            if not any(not f.done() for f in self.unsynced_epochs.values()):
+                self.broker.supervisor.spawn(self._sync_epoch_checkpoints())
+        self.unsynced_epochs[log_] = self._next_sync
+
+    async def _sync_epoch_checkpoints(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._next_sync is not None:
+            batch, self._next_sync = self._next_sync, None
+            while True:
+                try:
+                    await loop.run_in_executor(None, sync_filesystem, self.broker.logs.log_dir)
+                    break
+                except OSError as exc:  # its acknowledgements wait (bounded by their timeouts); again soon
+                    log.error("could not make leader-epoch checkpoints durable: %s", exc)
+                    await asyncio.sleep(1)
+            self.epoch_syncs += 1
+            for log_ in [k for k, f in self.unsynced_epochs.items() if f is batch]:
+                del self.unsynced_epochs[log_]
+            batch.set_result(None)
 
     def role_taken(self, role: str, what: str) -> None:
         """A leadership taken or given up, logged with the others of the same moment in one line (a failover

@@ -206,6 +206,8 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
     result = _partition_result(index, ErrorCode.NONE, base_offset, append_time, log_.log_start_offset)
     if acks == -1 and partition.high_watermark <= last_offset:
         waits.append((partition, last_offset + 1, partition.leader_epoch, result))
+    elif acks != 0 and not partition.epoch_checkpoint_synced():  # a leadership just taken: see wait_for_replication
+        waits.append((partition, None, partition.leader_epoch, result))
     return result
 
 
@@ -265,12 +267,15 @@ async def _added_here(broker, transactional_id: str, producer_id: int, epoch: in
 
 async def _wait_for_replicas(response: dict, waits: list, timeout_ms: int) -> dict:
     """Delayed produce: each waiting partition's answer once its high watermark passes the batch."""
+    def wait(p, offset, epoch):  # (offset None: acks=1, only the leadership's epoch checkpoint to wait for)
+        return p.wait_for_replication(offset, epoch, timeout_ms / 1000) if offset is not None else \
+            p.wait_for_epoch_checkpoint(epoch, timeout_ms / 1000)
+
     if len(waits) == 1:  # (most requests: no task for gather to wrap the wait in)
         ((p, offset, epoch, _),) = waits
-        errors = [await p.wait_for_replication(offset, epoch, timeout_ms / 1000)]
+        errors = [await wait(p, offset, epoch)]
     else:
-        errors = await asyncio.gather(*(p.wait_for_replication(offset, epoch, timeout_ms / 1000)
-                                        for p, offset, epoch, _ in waits))
+        errors = await asyncio.gather(*(wait(p, offset, epoch) for p, offset, epoch, _ in waits))
     for (_, _, _, result), error in zip(waits, errors):
         if error:
             result["error_code"], result["base_offset"] = error, -1
