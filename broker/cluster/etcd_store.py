@@ -107,6 +107,7 @@ class EtcdMetadataStore(MetadataStore):
         self.client: aetcd.Client | None = None
         self.lease = None
         self.topics: dict[str, TopicMetadata] = {}  # as etcd has them
+        self._topic_ids: dict = {}  # topic id -> the TopicMetadata in ``topics``
         self.controller = Controller(self)
         self.failure_detector = FailureDetector(self)
         self.client_security = client_security.from_config(broker.config)
@@ -465,16 +466,22 @@ class EtcdMetadataStore(MetadataStore):
         self.controller.brokers_changed()
 
     def _apply_topic(self, name: str, value: bytes | None) -> None:
+        gone = self.topics.pop(name, None)
+        if gone is not None:
+            self._topic_ids.pop(gone.topic_id, None)
         if value is None:
-            gone = self.topics.pop(name, None)
             for p in range(gone.num_partitions if gone else 0):
                 self.cache.partitions.pop((name, p), None)
                 self.broker.replicas.apply_state(name, p, None)
         else:
             d = json.loads(value)
-            self.topics[name] = TopicMetadata(name, decode_uuid(d["topic_id"]), int(d["partitions"]),
-                                              dict(d["configs"]))
+            topic = self.topics[name] = TopicMetadata(name, decode_uuid(d["topic_id"]), int(d["partitions"]),
+                                                      dict(d["configs"]))
+            self._topic_ids[topic.topic_id] = topic
         self._follow_topic(name)
+
+    def topic_by_id(self, topic_id) -> TopicMetadata | None:
+        return self._topic_ids.get(topic_id)
 
     def _follow_topic(self, name: str) -> None:
         """Make this broker's logs of topic ``name`` etcd's: at once when a few partitions' files are made or

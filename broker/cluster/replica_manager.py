@@ -315,6 +315,10 @@ class ReplicaManager:
         log_ = self.broker.logs.log(topic, index)
         if found is not None and found.log is log_:
             return found  # (not one of a deleted topic of the same name)
+        if self.fetchers is not None:
+            # a cluster's replicas take their roles from the store's states (apply_state: a leader's epoch
+            # checkpoint, its followers, its coordinators); one whose state is not applied yet is not ready
+            return None
         state = self.store.cache.partition_state(topic, index) if log_ is not None else None
         if state is None or self.node_id not in state.replicas:
             return None

@@ -20,7 +20,7 @@ async def _grow(broker, header, want: dict, validate_only: bool, mutations: Cont
     name, count = want["name"], want["count"]
     if not broker.authorizer.authorize(header, "Alter", TOPIC, name):
         return {"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None}
-    topic = broker.logs.topic(name)
+    topic = broker.store.topic(name)
     if topic is None:
         return {"name": name, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "error_message": None}
     if count <= topic.num_partitions:
@@ -53,7 +53,7 @@ async def _grow(broker, header, want: dict, validate_only: bool, mutations: Cont
 
 
 def _added(broker, want: dict) -> int:
-    topic = broker.logs.topic(want["name"])
+    topic = broker.store.topic(want["name"])
     return max(want["count"] - topic.num_partitions, 0) if topic else 0
 
 

@@ -34,7 +34,7 @@ async def _create(broker, want: dict, validate_only: bool) -> dict:
     assignment = {a["partition_index"]: list(a["broker_ids"]) for a in want["assignments"] or ()}
     configs = {c["name"]: c["value"] for c in want["configs"] if c["value"] is not None}
     problem = topic_configs.validate(configs, broker.logs.default_config)
-    if broker.logs.topic(name) is not None:
+    if broker.store.topic(name) is not None:
         result.update(error_code=ErrorCode.TOPIC_ALREADY_EXISTS, error_message=f"topic {name} already exists")
     elif assignment and (want["num_partitions"] != -1 or want["replication_factor"] != -1):
         result.update(error_code=ErrorCode.INVALID_REQUEST,

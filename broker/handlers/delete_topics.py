@@ -15,7 +15,7 @@ VERSIONS = (1, 6)
 
 
 async def _delete(broker, header, name, topic_id, mutations: ControllerMutations) -> dict:
-    topic = broker.logs.topic(name) if name else broker.logs.topic_by_id(topic_id)
+    topic = broker.store.topic(name) if name else broker.store.topic_by_id(topic_id)
     if not broker.authorizer.authorize(header, "Delete", TOPIC, topic.name if topic else name or ""):
         return {"name": name, "topic_id": topic_id, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                 "error_message": None}

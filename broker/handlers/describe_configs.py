@@ -112,7 +112,7 @@ def _cluster_default_entries(broker) -> list[dict]:
 def _configs(broker, resource) -> tuple[int, str | None, list]:
     rtype, name = resource["resource_type"], resource["resource_name"]
     if rtype == TOPIC:
-        topic = broker.logs.topic(name)
+        topic = broker.store.topic(name)
         if topic is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}", []
         return 0, None, topic_entries(broker, topic)

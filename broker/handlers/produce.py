@@ -312,7 +312,7 @@ def _handle(broker, request, header, verdicts: dict):
             # the coordinators own the internal topics; clients may not write them
             if name in INTERNAL_TOPICS:
                 raise InvalidTopic(f"{name} is internal")
-            known = broker.logs.topic(name)
+            known = broker.store.topic(name)
             topic = known or broker.topic_for_write(name, allow_auto_create=creatable > 0)
             if topic is not None and known is None:
                 creatable -= topic.num_partitions
