@@ -263,32 +263,36 @@ class ReplicaManager:
         # logs whose leader-epoch checkpoint is written but not yet durable -> the sync that makes it so
         self.unsynced_epochs: dict[Log, asyncio.Future] = {}
         self._next_sync: asyncio.Future | None = None  # the sync the checkpoints written now wait for
-        self.epoch_syncs = 0  # filesystem syncs made for leader-epoch checkpoints (one per batch)
+        self._syncing = False  # a task makes the checkpoints durable, one sync after the other
+        self._isr_changes: list[tuple[Partition, PartitionState, PartitionState]] = []  # proposed this turn
 
     def epoch_checkpoint_unsynced(self, log_: Log) -> None:
         """A leader-epoch checkpoint written without fsync: it joins the next sync (group commit: every
         checkpoint written while one sync runs is made durable by the following one)."""
         if self._next_sync is None:
             self._next_sync = asyncio.get_running_loop().create_future()
-            if not any(not f.done() for f in self.unsynced_epochs.values()):
-                self.broker.supervisor.spawn(self._sync_epoch_checkpoints())
         self.unsynced_epochs[log_] = self._next_sync
+        if not self._syncing:
+            self._syncing = True
+            self.broker.supervisor.spawn(self._sync_epoch_checkpoints())
 
     async def _sync_epoch_checkpoints(self) -> None:
         loop = asyncio.get_running_loop()
-        while self._next_sync is not None:
-            batch, self._next_sync = self._next_sync, None
-            while True:
-                try:
-                    await loop.run_in_executor(None, sync_filesystem, self.broker.logs.log_dir)
-                    break
-                except OSError as exc:  # its acknowledgements wait (bounded by their timeouts); again soon
-                    log.error("could not make leader-epoch checkpoints durable: %s", exc)
-                    await asyncio.sleep(1)
-            self.epoch_syncs += 1
-            for log_ in [k for k, f in self.unsynced_epochs.items() if f is batch]:
-                del self.unsynced_epochs[log_]
-            batch.set_result(None)
+        try:
+            while self._next_sync is not None:
+                batch, self._next_sync = self._next_sync, None
+                while True:
+                    try:
+                        await loop.run_in_executor(None, sync_filesystem, self.broker.logs.log_dir)
+                        break
+                    except OSError as exc:  # its acknowledgements wait (bounded by their timeouts); again soon
+                        log.error("could not make leader-epoch checkpoints durable: %s", exc)
+                        await asyncio.sleep(1)
+                for log_ in [k for k, f in self.unsynced_epochs.items() if f is batch]:
+                    del self.unsynced_epochs[log_]
+                batch.set_result(None)
+        finally:
+            self._syncing = False
 
     def role_taken(self, role: str, what: str) -> None:
         """A leadership taken or given up, logged with the others of the same moment in one line (a failover
@@ -374,7 +378,9 @@ class ReplicaManager:
             log.info("%s-%d: no longer a replica on this broker: deleted its records", topic, index)
 
     def change_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
-        """Propose an ISR in the store (compare-and-swap on the state's version); it applies once written."""
+        """Propose an ISR in the store (compare-and-swap on the state's version); it applies once written. The
+        proposals of one turn of the event loop (a follower's fetch of thousands of partitions, the periodic
+        shrink) go to etcd together, in batched transactions."""
         if partition.isr_change_pending or self.store is None:
             return
         partition.isr_change_pending = True
@@ -382,25 +388,35 @@ class ReplicaManager:
         proposed = current.with_isr(isr)
         # with every earlier proposal since the last state seen: a write whose answer was lost may have landed
         partition.proposed_isr = tuple(dict.fromkeys(partition.proposed_isr + proposed.isr))
+        if not self._isr_changes:
+            self.broker.supervisor.spawn(self._write_isr_changes())
+        self._isr_changes.append((partition, current, proposed))
 
-        async def propose():
-            try:
-                if self.expansion_delay_s and set(isr) - set(current.isr):
-                    log.warning("%s-%d: fault injection (%s): holding the ISR change to %s for %.1fs",
-                                partition.topic, partition.index, faults.DELAY_ISR_EXPANSION_ENV, list(isr),
-                                self.expansion_delay_s)
-                    await asyncio.sleep(self.expansion_delay_s)
-                if await self.store.alter_partition(partition.topic, partition.index, current, proposed):
-                    log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, list(current.isr), list(isr))
+    async def _write_isr_changes(self) -> None:
+        changes, self._isr_changes = self._isr_changes, []
+        try:
+            if self.expansion_delay_s:
+                for partition, current, proposed in changes:
+                    if set(proposed.isr) - set(current.isr):
+                        log.warning("%s-%d: fault injection (%s): holding the ISR change to %s for %.1fs",
+                                    partition.topic, partition.index, faults.DELAY_ISR_EXPANSION_ENV,
+                                    list(proposed.isr), self.expansion_delay_s)
+                await asyncio.sleep(self.expansion_delay_s)
+            written = await self.store.alter_partitions([(p.topic, p.index, current, proposed)
+                                                         for p, current, proposed in changes])
+            for (partition, current, proposed), ok in zip(changes, written, strict=True):
+                if ok:
+                    log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, list(current.isr),
+                             list(proposed.isr))
                 else:  # the newer state the watch brings replaces the proposal (apply)
                     log.info("%s-%d: ISR change to %s lost a race with a newer state", partition.topic,
-                             partition.index, list(isr))
-            except Exception as exc:  # etcd unreachable, written or not: proposed again later
-                log.warning("%s-%d: ISR change failed: %s", partition.topic, partition.index, exc)
-            finally:
+                             partition.index, list(proposed.isr))
+        except Exception as exc:  # etcd unreachable, written or not: proposed again later
+            log.warning("ISR change of %d partition(s) failed (%s-%d first): %s", len(changes), changes[0][0].topic,
+                        changes[0][0].index, exc)
+        finally:
+            for partition, _, _ in changes:
                 partition.isr_change_pending = False
-
-        self.broker.supervisor.spawn(propose())
 
     def shrink_isrs(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms (the leader's periodic check)."""
