@@ -272,6 +272,11 @@ def failover_at_scale(cluster, partitions: int) -> dict:
         return float("inf")
 
     until(lambda ps: all(len(p.isrs) == 3 for p in ps), 120 + partitions / 50)
+    # etcd's view has every ISR full from the create on; the brokers make the logs in steps after it
+    deadline = time.monotonic() + 120 + partitions / 50
+    while min(partition_count(cluster).values()) < partitions and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(5)  # and take up the replicas' roles
     before = loop_stalls(cluster)
     survivors = [n for n in cluster.ports if n != victim]
     logged = {n: cluster.log_path(n).stat().st_size for n in survivors}
@@ -293,15 +298,25 @@ def failover_at_scale(cluster, partitions: int) -> dict:
             "survivors_late_samples_over_0.1s_1s": stalls, "survivor_sessions_expired": expired}
 
 
+def scrape(cluster, node: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.metrics_ports[node]}/metrics", timeout=10) as reply:
+        return reply.read().decode()
+
+
+def partition_count(cluster) -> dict:
+    """Per live broker, the partitions whose logs it has made (Kafka's PartitionCount)."""
+    return {node: float(re.search(r"^kafka_server_replicamanager_partitioncount (\S+)", scrape(cluster, node), re.M)[1])
+            for node in cluster.metrics_ports if cluster.procs[node].poll() is None}
+
+
 def loop_stalls(cluster) -> dict:
     """Per live broker, from its event-loop lag histogram (sampled every 0.5 s since it started): how many
     samples were late by more than 0.1 s and 1 s, and the bucket bound the worst one stays under."""
     found = {}
-    for node, port in cluster.metrics_ports.items():
+    for node in cluster.metrics_ports:
         if cluster.procs[node].poll() is not None:
             continue
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-            text = reply.read().decode()
+        text = scrape(cluster, node)
         buckets = [(float(m[1]), float(m[2])) for m in re.finditer(
             r'^moldau_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)', text, re.M)]
         total = buckets[-1][1]
