@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -68,7 +69,7 @@ class ClusterUnderTest:
     def log_path(self, node: int) -> Path:
         return self.workdir / f"broker-{node}.log"
 
-    def start_broker(self, node: int) -> None:
+    def start_broker(self, node: int, timeout: float = 60) -> None:
         port = self.ports[node]
         command = [sys.executable, "-m", "broker", "serve"]
         for item in (f"node.id={node}", f"listeners=PLAINTEXT://127.0.0.1:{port}",
@@ -79,7 +80,7 @@ class ClusterUnderTest:
         log = open(self.log_path(node), "ab")
         self.procs[node] = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=log,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), 0.5).close()
@@ -286,7 +287,8 @@ def failover_at_scale(cluster, partitions: int) -> dict:
     led = until(lambda ps: all(p.leader not in (-1, victim) for p in ps), 60)
     isrs = time.monotonic() - killed + until(lambda ps: all(victim not in p.isrs for p in ps), 60)
     restarted = time.monotonic()
-    cluster.start_broker(victim)
+    print(f"{partitions} partitions: re-led {led:.2f} s, ISRs without it {isrs:.2f} s", flush=True)
+    cluster.start_broker(victim, timeout=60 + partitions / 20)  # (it recovers every log after the kill)
     full = time.monotonic() - restarted + until(lambda ps: all(len(p.isrs) == 3 for p in ps), 120 + partitions / 50)
     after = loop_stalls(cluster)
     # a second failover: a survivor whose loop stalled past its session (it registers again, its leaderships move)
@@ -368,6 +370,8 @@ def scale_rows(sizes: list[int], out: Path) -> int:
                 row = {**failover_at_scale(cluster, size), "load_average": load}
             finally:
                 cluster.stop()
+                for node in cluster.ports:  # the brokers' logs go with the results
+                    shutil.copy(cluster.log_path(node), out / f"{size}-broker-{node}.log")
         rows.append(row)
         print(f"failover at {size} partitions RF=3, kill -9 (load {load}): re-led {row['re_led_s']:.2f} s, ISRs "
               f"without it {row['isrs_without_it_s']:.2f} s, ISRs full {row['isrs_full_after_restart_s']:.2f} s after "

@@ -48,6 +48,7 @@ from .controller import Controller
 from .etcd_configs import CLIENT_QUOTAS, CONFIGS, EtcdConfigs
 from .etcd_security import ACLS, SCRAM, ClusterSecurity
 from .failure_detector import FailureDetector
+from .lease_keeper import LeaseKeeper
 from .fetcher import ReplicaFetcherManager
 from .metadata import NO_LEADER, BrokerInfo, MetadataCache, PartitionState, TopicChangeInProgress
 from .store import MetadataStore, NodeIdInUse
@@ -124,6 +125,7 @@ class EtcdMetadataStore(MetadataStore):
         self.resyncs = 0
         self.divergences = 0  # differences between the view and etcd the audit found (each repaired)
         self.etcd_gap = faults.etcd_gap(broker.config.log_dir)
+        self.lease_keeper = LeaseKeeper(grpc_target(self.endpoints), min(KEEPALIVE_S, self.ttl / 3), self.etcd_gap)
         self.security: ClusterSecurity | None = None
         self.configs = EtcdConfigs(self)
         self.topic_write_delay_s = faults.topic_write_delay_s()
@@ -230,18 +232,26 @@ class EtcdMetadataStore(MetadataStore):
             log.warning("could not register the new advertised endpoints: %s", exc)
 
     async def _keep_alive(self) -> None:
+        """The keep-alives go every second from the LeaseKeeper's thread, so a busy event loop does not delay
+        them (docs/performance.md); this reads their replies, and registers again once the session is gone."""
         lost = False
+        seen = None
+        self.lease_keeper.keep(self.lease.id)
         while True:
-            # often, so that only a stall of nearly the whole session timeout loses it (docs/performance.md)
             await asyncio.sleep(min(KEEPALIVE_S, self.ttl / 3))
+            refresh = self.lease_keeper.last
+            if refresh is None or refresh is seen or refresh.lease_id != self.lease.id:
+                continue
+            seen = refresh
             try:
-                self.etcd_gap.check(session=True)
-                reply = await self.lease.refresh()
-                if reply.TTL <= 0:
+                if refresh.error is not None:
+                    raise refresh.error
+                if refresh.ttl <= 0:
                     if not lost:
                         log.error("etcd session expired; registering again")
                     lost = True
                     await self._register()
+                    self.lease_keeper.keep(self.lease.id)
                     self.controller.session_renewed()
                 elif lost:
                     log.info("etcd session kept alive again")
@@ -255,6 +265,7 @@ class EtcdMetadataStore(MetadataStore):
         """Controlled shutdown (SIGTERM) hands leadership to other in-sync replicas first, then the session
         is revoked, so the controller acts now instead of after the session timeout."""
         self.failure_detector.stopped = True
+        self.lease_keeper.stop()
         if controlled and self.client is not None:
             try:
                 await within(10, self.controller.hand_over_leadership(self.broker.node_id), "the hand-over")
