@@ -28,6 +28,7 @@ import json
 import logging
 import math
 import socket
+import time
 
 import aetcd
 from aetcd import rpc
@@ -125,7 +126,8 @@ class EtcdMetadataStore(MetadataStore):
         self.resyncs = 0
         self.divergences = 0  # differences between the view and etcd the audit found (each repaired)
         self.etcd_gap = faults.etcd_gap(broker.config.log_dir)
-        self.lease_keeper = LeaseKeeper(grpc_target(self.endpoints), min(KEEPALIVE_S, self.ttl / 3), self.etcd_gap)
+        self.lease_keeper = LeaseKeeper(grpc_target(self.endpoints), min(KEEPALIVE_S, self.ttl / 3), self.ttl,
+                                        self.etcd_gap)
         self.security: ClusterSecurity | None = None
         self.configs = EtcdConfigs(self)
         self.topic_write_delay_s = faults.topic_write_delay_s()
@@ -239,6 +241,7 @@ class EtcdMetadataStore(MetadataStore):
         self.lease_keeper.keep(self.lease.id)
         while True:
             await asyncio.sleep(min(KEEPALIVE_S, self.ttl / 3))
+            self.lease_keeper.loop_turned = time.monotonic()
             refresh = self.lease_keeper.last
             if refresh is None or refresh is seen or refresh.lease_id != self.lease.id:
                 continue

@@ -5,6 +5,10 @@ late: keep-alives sent and read on it are late with it, and a session lost for t
 failover. This thread has its own event loop and gRPC channel and needs the GIL only for a moment each
 second, which a busy event loop gives up every few milliseconds (sys.getswitchinterval). The event loop
 reads its replies (``last``) and does the rest: logs, registers again once the session is gone.
+
+A broker whose event loop is hung serves nothing and must still lose its session: the thread refreshes
+only while the event loop has turned (``loop_turned``) within ``hung_after_s`` (the session timeout), so a
+hung loop is fenced at most two session timeouts after its last turn.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ class Refresh(NamedTuple):
 
 
 class LeaseKeeper:
-    def __init__(self, target: tuple[str, int], interval_s: float, gap: EtcdGap) -> None:
+    def __init__(self, target: tuple[str, int], interval_s: float, hung_after_s: float, gap: EtcdGap) -> None:
         self.target = target
         self.interval_s = interval_s
+        self.hung_after_s = hung_after_s
+        self.loop_turned = time.monotonic()  # set by the event loop as it reads the replies
         self.gap = gap  # (a fault hook: its check reads two attributes)
         self.lease_id: int | None = None  # the lease to keep alive, set by the event loop
         self.last: Refresh | None = None  # the latest refresh, read by the event loop
@@ -53,6 +59,8 @@ class LeaseKeeper:
             while not self._stopped.is_set():
                 await asyncio.sleep(self.interval_s)
                 lease_id = self.lease_id
+                if time.monotonic() - self.loop_turned > self.hung_after_s:
+                    continue  # the session ends with the TTL, as the process's would
                 try:
                     self.gap.check(session=True)
                     reply = await client.refresh_lease(lease_id)
