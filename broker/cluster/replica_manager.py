@@ -411,7 +411,7 @@ class ReplicaManager:
                 else:  # the newer state the watch brings replaces the proposal (apply)
                     log.info("%s-%d: ISR change to %s lost a race with a newer state", partition.topic,
                              partition.index, list(proposed.isr))
-        except Exception as exc:  # etcd unreachable, written or not: proposed again later
+        except Exception as exc:  # noqa: BLE001 -- etcd unreachable, written or not: proposed again later
             log.warning("ISR change of %d partition(s) failed (%s-%d first): %s", len(changes), changes[0][0].topic,
                         changes[0][0].index, exc)
         finally:
