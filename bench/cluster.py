@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -65,7 +66,10 @@ class ClusterUnderTest:
             time.sleep(0.2)
         return self
 
-    def start_broker(self, node: int) -> None:
+    def log_path(self, node: int) -> Path:
+        return self.workdir / f"broker-{node}.log"
+
+    def start_broker(self, node: int, timeout: float = 60) -> None:
         port = self.ports[node]
         command = [sys.executable, "-m", "broker", "serve"]
         for item in (f"node.id={node}", f"listeners=PLAINTEXT://127.0.0.1:{port}",
@@ -73,10 +77,10 @@ class ClusterUnderTest:
                      f"metrics.port={self.metrics_ports[node]}", "min.insync.replicas=2",
                      *(f"{k}={v}" for k, v in self.overrides.items())):
             command += ["--override", item]
-        log = open(self.workdir / f"broker-{node}.log", "ab")
+        log = open(self.log_path(node), "ab")
         self.procs[node] = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=log,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), 0.5).close()
@@ -268,33 +272,53 @@ def failover_at_scale(cluster, partitions: int) -> dict:
             time.sleep(0.1)
         return float("inf")
 
-    until(lambda ps: all(len(p.isrs) == 3 for p in ps), 120)
+    until(lambda ps: all(len(p.isrs) == 3 for p in ps), 120 + partitions / 50)
+    # etcd's view has every ISR full from the create on; the brokers make the logs in steps after it
+    deadline = time.monotonic() + 120 + partitions / 50
+    while min(partition_count(cluster).values()) < partitions and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(5)  # and take up the replicas' roles
     before = loop_stalls(cluster)
+    survivors = [n for n in cluster.ports if n != victim]
+    logged = {n: cluster.log_path(n).stat().st_size for n in survivors}
     killed = time.monotonic()
     cluster.procs[victim].kill()
     cluster.procs[victim].wait(10)
     led = until(lambda ps: all(p.leader not in (-1, victim) for p in ps), 60)
     isrs = time.monotonic() - killed + until(lambda ps: all(victim not in p.isrs for p in ps), 60)
     restarted = time.monotonic()
-    cluster.start_broker(victim)
-    full = time.monotonic() - restarted + until(lambda ps: all(len(p.isrs) == 3 for p in ps), 120)
+    print(f"{partitions} partitions: re-led {led:.2f} s, ISRs without it {isrs:.2f} s", flush=True)
+    cluster.start_broker(victim, timeout=60 + partitions / 20)  # (it recovers every log after the kill)
+    full = time.monotonic() - restarted + until(lambda ps: all(len(p.isrs) == 3 for p in ps), 120 + partitions / 50)
     after = loop_stalls(cluster)
+    # a second failover: a survivor whose loop stalled past its session (it registers again, its leaderships move)
+    expired = {n: cluster.log_path(n).read_bytes()[logged[n]:].count(b"etcd session expired") for n in survivors}
     # the survivors' event loops from the kill to full ISRs: samples late by over 0.1 s and over 1 s
     stalls = {node: [after[node][k] - before[node][k] for k in ("over_0.1s", "over_1s")]
               for node in before if node != victim and node in after}
     return {"partitions": partitions, "re_led_s": led, "isrs_without_it_s": isrs, "isrs_full_after_restart_s": full,
-            "survivors_late_samples_over_0.1s_1s": stalls}
+            "survivors_late_samples_over_0.1s_1s": stalls, "survivor_sessions_expired": expired}
+
+
+def scrape(cluster, node: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.metrics_ports[node]}/metrics", timeout=10) as reply:
+        return reply.read().decode()
+
+
+def partition_count(cluster) -> dict:
+    """Per live broker, the partitions whose logs it has made (Kafka's PartitionCount)."""
+    return {node: float(re.search(r"^kafka_server_replicamanager_partitioncount (\S+)", scrape(cluster, node), re.M)[1])
+            for node in cluster.metrics_ports if cluster.procs[node].poll() is None}
 
 
 def loop_stalls(cluster) -> dict:
     """Per live broker, from its event-loop lag histogram (sampled every 0.5 s since it started): how many
     samples were late by more than 0.1 s and 1 s, and the bucket bound the worst one stays under."""
     found = {}
-    for node, port in cluster.metrics_ports.items():
+    for node in cluster.metrics_ports:
         if cluster.procs[node].poll() is not None:
             continue
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-            text = reply.read().decode()
+        text = scrape(cluster, node)
         buckets = [(float(m[1]), float(m[2])) for m in re.finditer(
             r'^moldau_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)', text, re.M)]
         total = buckets[-1][1]
@@ -335,9 +359,38 @@ def rotated(items: list, round_: int) -> list:
     return items[k:] + items[:k]
 
 
+def scale_rows(sizes: list[int], out: Path) -> int:
+    """Only the failover rows at scale, each on a fresh cluster: `python -m bench.cluster --at-scale 3000,10000`."""
+    rows = []
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix="moldau-bench-scale-") as tmp:
+            cluster = ClusterUnderTest(Path(tmp)).start()
+            try:
+                load = load_average()
+                row = {**failover_at_scale(cluster, size), "load_average": load}
+            finally:
+                cluster.stop()
+                for node in cluster.ports:  # the brokers' logs go with the results
+                    shutil.copy(cluster.log_path(node), out / f"{size}-broker-{node}.log")
+        rows.append(row)
+        print(f"failover at {size} partitions RF=3, kill -9 (load {load}): re-led {row['re_led_s']:.2f} s, ISRs "
+              f"without it {row['isrs_without_it_s']:.2f} s, ISRs full {row['isrs_full_after_restart_s']:.2f} s after "
+              f"its restart; survivors' sessions expired {row['survivor_sessions_expired']}; their loop samples late "
+              f"by over 0.1 s / 1 s: {row['survivors_late_samples_over_0.1s_1s']}", flush=True)
+    (out / "results.json").write_text(json.dumps({"failover_at_scale": rows}, indent=2) + "\n")
+    print(f"results in {out}")
+    return 0
+
+
 def main(argv=None) -> int:
     from bench.targets import Target
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--at-scale" in argv:
+        i = argv.index("--at-scale")
+        sizes = [int(n) for n in argv[i + 1].split(",")]
+        _, out = arguments("cluster", __doc__.splitlines()[0], argv[:i] + argv[i + 2:])
+        return scale_rows(sizes, out)
     quick, out = arguments("cluster", __doc__.splitlines()[0], argv)
     scale, seconds, rounds = (10, 3, 2) if quick else (1, 10, 3)
     runs: dict = {"throughput": {}, "latency": {}, "load_average": []}

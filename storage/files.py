@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import ctypes
+import ctypes.util
 import fcntl
 import os
 import uuid
@@ -19,6 +21,31 @@ def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _libc_syncfs():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).syncfs
+    except (OSError, AttributeError):  # not Linux: os.sync below
+        return None
+
+
+_syncfs = _libc_syncfs()
+
+
+def sync_filesystem(directory: Path) -> None:
+    """Make everything written to ``directory``'s filesystem durable in one call (Linux's syncfs): one
+    flush for many small files written unsynced, instead of an fsync each."""
+    if _syncfs is None:
+        os.sync()
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error), str(directory))
     finally:
         os.close(fd)
 

@@ -40,24 +40,27 @@ class LeaderEpochCache:
             self.entries = []
             return False
 
-    def _write(self) -> None:
+    def _write(self, sync: bool = True) -> None:
         body = "".join(f"{e.epoch} {e.start_offset}\n" for e in self.entries)
-        atomic_write(self.path, f"0\n{len(self.entries)}\n{body}".encode())
+        atomic_write(self.path, f"0\n{len(self.entries)}\n{body}".encode(), sync=sync)
 
     @property
     def latest_epoch(self) -> int:
         return self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int, persist: bool = True) -> None:
-        """Record that ``epoch`` begins at ``start_offset``; older or equal epochs are ignored."""
+    def assign(self, epoch: int, start_offset: int, persist: bool = True, sync: bool = True) -> bool:
+        """Record that ``epoch`` begins at ``start_offset``; older or equal epochs are ignored (False).
+        Without ``sync`` the file is written but not fsynced: the caller makes it durable (sync_filesystem)
+        before anything of that epoch is acknowledged."""
         if epoch < 0 or epoch <= self.latest_epoch:
-            return
+            return False
         # an epoch that begins where an earlier one did replaces it: that one wrote nothing
         while self.entries and self.entries[-1].start_offset >= start_offset:
             self.entries.pop()
         self.entries.append(EpochEntry(epoch, start_offset))
         if persist:
-            self._write()
+            self._write(sync)
+        return True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch``, the offset where the next epoch begins or the log end), as

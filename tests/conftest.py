@@ -382,6 +382,7 @@ HEAVY = (
 # busy long after the others ran out of tests.
 LONG = (
     "tests/cluster/test_fast_failover.py",
+    "tests/cluster/test_idle_isr.py",
     "tests/cluster/test_cluster_transactions_clients.py::test_markers_follow_a_partition_whose_leader_moved",
     "tests/cluster/test_cluster_topic_claims.py",
     "tests/cluster/test_supervised_tasks.py",

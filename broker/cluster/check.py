@@ -15,8 +15,8 @@ import sys
 
 import aetcd
 
-from storage import clock
 from broker.admin.client import AdminClient, AdminError
+from storage import clock
 
 from .etcd_store import grpc_target, parse_connect
 

@@ -20,6 +20,7 @@ import json
 import logging
 
 from storage import clock
+
 from .metadata import NO_LEADER, PartitionState
 
 log = logging.getLogger("moldau.controller")

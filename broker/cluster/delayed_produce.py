@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Generator
 
+from broker.errors import ErrorCode
 from storage import clock
 
 _PENDING = object()
@@ -32,7 +33,9 @@ class DelayedProduce:
 
     def __init__(self, response: dict, waits: list, timeout_ms: int) -> None:
         self.response = response
-        self.waits = waits  # (partition, offset, leader epoch, the partition's result in ``response``)
+        # (partition, offset, leader epoch, the partition's result in ``response``); offset None: an acks=1
+        # append that waits only for its new leadership's epoch checkpoint to be durable
+        self.waits = waits
         self.errors = [_PENDING] * len(waits)
         self.pending = len(waits)
         self.timeout_s = timeout_ms / 1000
@@ -46,10 +49,20 @@ class DelayedProduce:
         self.on_complete = on_complete
         self.timer = clock.call_later(self.timeout_s, self._expire)
         for i, (partition, offset, epoch, _) in enumerate(self.waits):
-            def reached(ok: bool, i=i, partition=partition, epoch=epoch) -> None:
-                self._decided(i, partition.replication_error(ok, epoch))
+            def durable(i=i, partition=partition, epoch=epoch) -> None:
+                self._decided(i, ErrorCode.NONE if partition.is_leader and partition.leader_epoch == epoch
+                              else ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
-            if delay := partition.manager.replication_wait_delay_s:  # the fault hook of slow replication
+            def reached(ok: bool, i=i, partition=partition, epoch=epoch, durable=durable) -> None:
+                error = partition.replication_error(ok, epoch)
+                if error:
+                    self._decided(i, error)
+                else:  # committed; acknowledged once its leadership's epoch checkpoint is durable too
+                    partition.when_epoch_checkpoint_synced(durable)
+
+            if offset is None:  # acks=1 in a leadership just taken: only its epoch checkpoint to wait for
+                partition.when_epoch_checkpoint_synced(durable)
+            elif delay := partition.manager.replication_wait_delay_s:  # the fault hook of slow replication
                 partition.log_wait_delay(offset, delay)
                 clock.call_later(delay, partition.watch_high_watermark, offset, epoch, reached)
             else:
@@ -70,7 +83,7 @@ class DelayedProduce:
     def _expire(self) -> None:
         for i, (partition, _, epoch, _) in enumerate(self.waits):
             if self.errors[i] is _PENDING:
-                self._decided(i, partition.replication_error(False, epoch))
+                self._decided(i, partition.leadership_error(epoch))
 
     def __await__(self) -> Generator:
         """For a request handled in a task of its own (a transactional Produce verified first)."""

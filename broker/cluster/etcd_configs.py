@@ -13,9 +13,9 @@ import json
 import logging
 from urllib.parse import quote, unquote
 
-from storage import clock
 from broker.config.dynamic_configs import DEFAULT_ENTITY
 from broker.network.client_quotas import Entity, altered
+from storage import clock
 from storage.errors import InvalidConfig, UnknownTopic
 
 from . import etcd_store

@@ -28,21 +28,22 @@ import json
 import logging
 import math
 import socket
+import time
 
 import aetcd
 from aetcd import rpc
 from aetcd import utils as etcd_utils
 
-from storage import clock
 from broker import faults
 from broker.coordinator.internal_topics import INTERNAL_TOPIC_SETTINGS
 from broker.network.listeners import advertised_endpoints, inter_broker_endpoint
-from broker.transaction.producer_ids import BLOCK_SIZE
 from broker.shutdown import within
+from broker.transaction.producer_ids import BLOCK_SIZE
+from storage import clock
 from storage.catalog import TopicMetadata
 from storage.errors import TopicExists, UnknownTopic
-from storage.log_manager import CREATE_STEP
 from storage.files import decode_uuid, encode_uuid, random_uuid
+from storage.log_manager import CREATE_STEP
 
 from . import client_security
 from .controller import Controller
@@ -50,6 +51,7 @@ from .etcd_configs import CLIENT_QUOTAS, CONFIGS, EtcdConfigs
 from .etcd_security import ACLS, SCRAM, ClusterSecurity
 from .failure_detector import FailureDetector
 from .fetcher import ReplicaFetcherManager
+from .lease_keeper import LeaseKeeper
 from .metadata import NO_LEADER, BrokerInfo, MetadataCache, PartitionState, TopicChangeInProgress
 from .store import MetadataStore, NodeIdInUse
 
@@ -108,6 +110,7 @@ class EtcdMetadataStore(MetadataStore):
         self.client: aetcd.Client | None = None
         self.lease = None
         self.topics: dict[str, TopicMetadata] = {}  # as etcd has them
+        self._topic_ids: dict = {}  # topic id -> the TopicMetadata in ``topics``
         self.controller = Controller(self)
         self.failure_detector = FailureDetector(self)
         self.client_security = client_security.from_config(broker.config)
@@ -124,6 +127,8 @@ class EtcdMetadataStore(MetadataStore):
         self.resyncs = 0
         self.divergences = 0  # differences between the view and etcd the audit found (each repaired)
         self.etcd_gap = faults.etcd_gap(broker.config.log_dir)
+        self.lease_keeper = LeaseKeeper(grpc_target(self.endpoints), min(KEEPALIVE_S, self.ttl / 3), self.ttl,
+                                        self.etcd_gap)
         self.security: ClusterSecurity | None = None
         self.configs = EtcdConfigs(self)
         self.topic_write_delay_s = faults.topic_write_delay_s()
@@ -229,18 +234,27 @@ class EtcdMetadataStore(MetadataStore):
             log.warning("could not register the new advertised endpoints: %s", exc)
 
     async def _keep_alive(self) -> None:
+        """The keep-alives go every second from the LeaseKeeper's thread, so a busy event loop does not delay
+        them (docs/performance.md); this reads their replies, and registers again once the session is gone."""
         lost = False
+        seen = None
+        self.lease_keeper.keep(self.lease.id)
         while True:
-            # often, so that only a stall of nearly the whole session timeout loses it (docs/performance.md)
             await clock.sleep(min(KEEPALIVE_S, self.ttl / 3))
+            self.lease_keeper.loop_turned = time.monotonic()  # (real time: the keeper thread compares it with its own)
+            refresh = self.lease_keeper.last
+            if refresh is None or refresh is seen or refresh.lease_id != self.lease.id:
+                continue
+            seen = refresh
             try:
-                self.etcd_gap.check(session=True)
-                reply = await self.lease.refresh()
-                if reply.TTL <= 0:
+                if refresh.error is not None:
+                    raise refresh.error
+                if refresh.ttl <= 0:
                     if not lost:
                         log.error("etcd session expired; registering again")
                     lost = True
                     await self._register()
+                    self.lease_keeper.keep(self.lease.id)
                     self.controller.session_renewed()
                 elif lost:
                     log.info("etcd session kept alive again")
@@ -254,6 +268,7 @@ class EtcdMetadataStore(MetadataStore):
         """Controlled shutdown (SIGTERM) hands leadership to other in-sync replicas first, then the session
         is revoked, so the controller acts now instead of after the session timeout."""
         self.failure_detector.stopped = True
+        self.lease_keeper.stop()
         if controlled and self.client is not None:
             try:
                 await within(10, self.controller.hand_over_leadership(self.broker.node_id), "the hand-over")
@@ -465,16 +480,22 @@ class EtcdMetadataStore(MetadataStore):
         self.controller.brokers_changed()
 
     def _apply_topic(self, name: str, value: bytes | None) -> None:
+        gone = self.topics.pop(name, None)
+        if gone is not None:
+            self._topic_ids.pop(gone.topic_id, None)
         if value is None:
-            gone = self.topics.pop(name, None)
             for p in range(gone.num_partitions if gone else 0):
                 self.cache.partitions.pop((name, p), None)
                 self.broker.replicas.apply_state(name, p, None)
         else:
             d = json.loads(value)
-            self.topics[name] = TopicMetadata(name, decode_uuid(d["topic_id"]), int(d["partitions"]),
-                                              dict(d["configs"]))
+            topic = self.topics[name] = TopicMetadata(name, decode_uuid(d["topic_id"]), int(d["partitions"]),
+                                                      dict(d["configs"]))
+            self._topic_ids[topic.topic_id] = topic
         self._follow_topic(name)
+
+    def topic_by_id(self, topic_id) -> TopicMetadata | None:
+        return self._topic_ids.get(topic_id)
 
     def _follow_topic(self, name: str) -> None:
         """Make this broker's logs of topic ``name`` etcd's: at once when a few partitions' files are made or

@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from storage import clock
 from broker.cluster import stages
 from broker.errors import ErrorCode
 from protocol import codec
 from protocol.records import valid_prefix
+from storage import clock
 from storage.errors import OffsetOutOfRange
 
 from .fetch_session_handler import FetchSessionHandler

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from storage import clock
 
-
 _PR_SET_PDEATHSIG = 1
 
 

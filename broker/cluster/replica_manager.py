@@ -23,6 +23,7 @@ from broker import faults
 from broker.cluster import stages
 from broker.errors import ErrorCode
 from storage import clock
+from storage.files import sync_filesystem
 from storage.log import Log
 
 from .metadata import NO_LEADER, PartitionState
@@ -90,7 +91,10 @@ class Partition:
         now = clock.monotonic_ms()
         # ISR members count as caught up now: they get replica.lag.time.max.ms to show it
         self.followers = {r: FollowerState(last_caught_up_ms=now) for r in state.replicas if r != self.manager.node_id}
-        self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
+        # written now, made durable with the others taken meanwhile in one sync (a failover takes thousands);
+        # nothing of this epoch is acknowledged before (wait_for_replication, wait_for_epoch_checkpoint)
+        if self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset, sync=False):
+            self.manager.epoch_checkpoint_unsynced(self.log)
         self.epoch_start_offset = self.log.log_end_offset
         self._fail_waiters()  # those of an earlier epoch: what they wait for may have been cut since
         if state.unclean:
@@ -164,6 +168,11 @@ class Partition:
             if len(self.state.isr) < self.log.config.min_insync_replicas:
                 return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return ErrorCode.NONE
+        return self.leadership_error(leader_epoch)
+
+    def leadership_error(self, leader_epoch: int) -> ErrorCode:
+        """A write of the leadership at ``leader_epoch`` not acknowledged (yet): REQUEST_TIMED_OUT while that
+        leadership lasts, NOT_LEADER_OR_FOLLOWER after it."""
         if self.is_leader and self.leader_epoch == leader_epoch:
             return ErrorCode.REQUEST_TIMED_OUT
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -181,16 +190,48 @@ class Partition:
 
     async def wait_for_replication(self, offset: int, leader_epoch: int, timeout_s: float) -> ErrorCode:
         """acks=all once appended below ``offset`` at ``leader_epoch``: the error its writer gets (NONE once
-        committed)."""
+        committed and the leadership's epoch checkpoint is durable)."""
         if delay := self.manager.replication_wait_delay_s:
             self.log_wait_delay(offset, delay)
             await clock.sleep(delay)
-        reached = await self.wait_for_high_watermark(offset, leader_epoch, timeout_s)
-        return self.replication_error(reached, leader_epoch)
+        started = clock.monotonic()
+        error = self.replication_error(await self.wait_for_high_watermark(offset, leader_epoch, timeout_s),
+                                       leader_epoch)
+        if error:
+            return error
+        return await self.wait_for_epoch_checkpoint(leader_epoch, max(0.0, timeout_s - (clock.monotonic() - started)))
 
     def log_wait_delay(self, offset: int, delay_s: float) -> None:
         log.warning("%s-%d: fault injection (%s): the wait for offset %d starts in %.1fs", self.topic, self.index,
                     faults.DELAY_REPLICATION_WAIT_ENV, offset, delay_s)
+
+    # --- the leader-epoch checkpoint of a leadership just taken (KIP-101) ----------------------------------
+
+    def epoch_checkpoint_synced(self) -> bool:
+        return self.log not in self.manager.unsynced_epochs
+
+    def when_epoch_checkpoint_synced(self, synced: Callable[[], None]) -> None:
+        """``synced()`` once this log's leader-epoch checkpoint is durable: at once if it is."""
+        pending = self.manager.unsynced_epochs.get(self.log)
+        if pending is None:
+            synced()
+        else:
+            pending.add_done_callback(lambda _: synced())
+
+    async def wait_for_epoch_checkpoint(self, leader_epoch: int, timeout_s: float) -> ErrorCode:
+        """Before a write of this leadership is acknowledged, its leader-epoch checkpoint is durable (KIP-101:
+        a restart must know where the epoch began): NONE then, else the error its writer gets."""
+        if not self.epoch_checkpoint_synced():
+            fut = asyncio.get_running_loop().create_future()
+            self.when_epoch_checkpoint_synced(lambda: fut.done() or fut.set_result(True))
+            timer = clock.call_later(timeout_s, lambda: fut.done() or fut.set_result(False))
+            try:
+                if not await fut:
+                    return ErrorCode.REQUEST_TIMED_OUT
+            finally:
+                timer.cancel()
+        return ErrorCode.NONE if self.is_leader and self.leader_epoch == leader_epoch else \
+            ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     def _complete_waiters(self) -> None:
         """The waits the high watermark has reached: True for those of this leadership."""
@@ -256,11 +297,44 @@ class ReplicaManager:
         # connections holding answers of delayed Produces a moving high watermark just completed: each
         # writes them once the move has completed all it passed, in the same turn (one system call each)
         self.answered: set = set()
+        # logs whose leader-epoch checkpoint is written but not yet durable -> the sync that makes it so
+        self.unsynced_epochs: dict[Log, asyncio.Future] = {}
+        self._next_sync: asyncio.Future | None = None  # the sync the checkpoints written now wait for
+        self._syncing = False  # a task makes the checkpoints durable, one sync after the other
+        self._isr_changes: list[tuple[Partition, PartitionState, PartitionState]] = []  # proposed this turn
 
     def write_answers(self) -> None:
         answered, self.answered = self.answered, set()
         for connection in answered:
             connection.write_answers()
+
+    def epoch_checkpoint_unsynced(self, log_: Log) -> None:
+        """A leader-epoch checkpoint written without fsync: it joins the next sync (group commit: every
+        checkpoint written while one sync runs is made durable by the following one)."""
+        if self._next_sync is None:
+            self._next_sync = asyncio.get_running_loop().create_future()
+        self.unsynced_epochs[log_] = self._next_sync
+        if not self._syncing:
+            self._syncing = True
+            self.broker.supervisor.spawn(self._sync_epoch_checkpoints())
+
+    async def _sync_epoch_checkpoints(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._next_sync is not None:
+                batch, self._next_sync = self._next_sync, None
+                while True:
+                    try:
+                        await loop.run_in_executor(None, sync_filesystem, self.broker.logs.log_dir)
+                        break
+                    except OSError as exc:  # its acknowledgements wait (bounded by their timeouts); again soon
+                        log.error("could not make leader-epoch checkpoints durable: %s", exc)
+                        await clock.sleep(1)
+                for log_ in [k for k, f in self.unsynced_epochs.items() if f is batch]:
+                    del self.unsynced_epochs[log_]
+                batch.set_result(None)
+        finally:
+            self._syncing = False
 
     def role_taken(self, role: str, what: str) -> None:
         """A leadership taken or given up, logged with the others of the same moment in one line (a failover
@@ -287,6 +361,10 @@ class ReplicaManager:
         log_ = self.broker.logs.log(topic, index)
         if found is not None and found.log is log_:
             return found  # (not one of a deleted topic of the same name)
+        if self.fetchers is not None:
+            # a cluster's replicas take their roles from the store's states (apply_state: a leader's epoch
+            # checkpoint, its followers, its coordinators); one whose state is not applied yet is not ready
+            return None
         state = self.store.cache.partition_state(topic, index) if log_ is not None else None
         if state is None or self.node_id not in state.replicas:
             return None
@@ -342,7 +420,9 @@ class ReplicaManager:
             log.info("%s-%d: no longer a replica on this broker: deleted its records", topic, index)
 
     def change_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
-        """Propose an ISR in the store (compare-and-swap on the state's version); it applies once written."""
+        """Propose an ISR in the store (compare-and-swap on the state's version); it applies once written. The
+        proposals of one turn of the event loop (a follower's fetch of thousands of partitions, the periodic
+        shrink) go to etcd together, in batched transactions."""
         if partition.isr_change_pending or self.store is None:
             return
         partition.isr_change_pending = True
@@ -350,25 +430,35 @@ class ReplicaManager:
         proposed = current.with_isr(isr)
         # with every earlier proposal since the last state seen: a write whose answer was lost may have landed
         partition.proposed_isr = tuple(dict.fromkeys(partition.proposed_isr + proposed.isr))
+        if not self._isr_changes:
+            self.broker.supervisor.spawn(self._write_isr_changes())
+        self._isr_changes.append((partition, current, proposed))
 
-        async def propose():
-            try:
-                if self.expansion_delay_s and set(isr) - set(current.isr):
-                    log.warning("%s-%d: fault injection (%s): holding the ISR change to %s for %.1fs",
-                                partition.topic, partition.index, faults.DELAY_ISR_EXPANSION_ENV, list(isr),
-                                self.expansion_delay_s)
-                    await clock.sleep(self.expansion_delay_s)
-                if await self.store.alter_partition(partition.topic, partition.index, current, proposed):
-                    log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, list(current.isr), list(isr))
+    async def _write_isr_changes(self) -> None:
+        changes, self._isr_changes = self._isr_changes, []
+        try:
+            if self.expansion_delay_s:
+                for partition, current, proposed in changes:
+                    if set(proposed.isr) - set(current.isr):
+                        log.warning("%s-%d: fault injection (%s): holding the ISR change to %s for %.1fs",
+                                    partition.topic, partition.index, faults.DELAY_ISR_EXPANSION_ENV,
+                                    list(proposed.isr), self.expansion_delay_s)
+                await clock.sleep(self.expansion_delay_s)
+            written = await self.store.alter_partitions([(p.topic, p.index, current, proposed)
+                                                         for p, current, proposed in changes])
+            for (partition, current, proposed), ok in zip(changes, written, strict=True):
+                if ok:
+                    log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, list(current.isr),
+                             list(proposed.isr))
                 else:  # the newer state the watch brings replaces the proposal (apply)
                     log.info("%s-%d: ISR change to %s lost a race with a newer state", partition.topic,
-                             partition.index, list(isr))
-            except Exception as exc:  # etcd unreachable, written or not: proposed again later
-                log.warning("%s-%d: ISR change failed: %s", partition.topic, partition.index, exc)
-            finally:
+                             partition.index, list(proposed.isr))
+        except Exception as exc:  # noqa: BLE001 -- etcd unreachable, written or not: proposed again later
+            log.warning("ISR change of %d partition(s) failed (%s-%d first): %s", len(changes), changes[0][0].topic,
+                        changes[0][0].index, exc)
+        finally:
+            for partition, _, _ in changes:
                 partition.isr_change_pending = False
-
-        self.broker.supervisor.spawn(propose())
 
     def shrink_isrs(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms (the leader's periodic check)."""

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from broker.network.client_quotas import altered
 from broker.config.dynamic_configs import DEFAULT_ENTITY
 from broker.coordinator.internal_topics import INTERNAL_TOPIC_SETTINGS
+from broker.network.client_quotas import altered
 from storage.catalog import TopicMetadata
 from storage.errors import InvalidConfig, UnknownTopic
 
@@ -22,10 +22,10 @@ from .client_security import ClientSecurity
 from .controller import requested_election
 from .metadata import (
     BrokerInfo,
+    InvalidReplicaAssignment,
     MetadataCache,
     PartitionState,
     assign_replicas,
-    InvalidReplicaAssignment,
     check_assignment,
 )
 
@@ -104,6 +104,13 @@ class MetadataStore:
                  "cancelled" if target is None else "started")
         return "", None
 
+    # the topics as the cluster has them: what clients are told exists (a broker may still be making the logs
+    # of some: their partitions answer NOT_LEADER_OR_FOLLOWER until it has, never UNKNOWN_TOPIC_OR_PARTITION)
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self.topics.get(name)
+
+    def topic_by_id(self, topic_id) -> TopicMetadata | None: ...
+
     # implemented by each store
     async def alter_topic_configs(self, name: str, change: Callable[[dict[str, str]], dict[str, str]],
                                   validate_only: bool) -> dict[str, str]:
@@ -144,6 +151,13 @@ class LocalMetadataStore(MetadataStore):
     def __init__(self, broker) -> None:
         super().__init__(broker)
         self.cache = _LocalCache(broker)
+
+    @property
+    def topics(self):
+        return self.broker.logs.topics
+
+    def topic_by_id(self, topic_id) -> TopicMetadata | None:
+        return self.broker.logs.topic_by_id(topic_id)
 
     async def start(self) -> None:
         """The internal topics exist from the start, and this broker leads (and coordinates) all of them."""

@@ -5,9 +5,9 @@ transaction, so the commit or abort marker reaches the offsets as well.
 """
 
 from broker.coordinator.partitions import then
-from broker.transaction import fenced_for_version
 from broker.handlers import Api
 from broker.security.authorization import GROUP_READ, TXN_WRITE
+from broker.transaction import fenced_for_version
 
 API = Api("AddOffsetsToTxn", (0, 4), acl=TXN_WRITE + GROUP_READ)
 

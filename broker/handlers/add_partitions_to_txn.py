@@ -9,10 +9,10 @@ from typing import Awaitable
 
 from broker.coordinator.partitions import settled, then
 from broker.errors import ErrorCode
-from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID
-from broker.transaction import fenced_for_version
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID
+from broker.transaction import fenced_for_version
 
 API = Api("AddPartitionsToTxn", (0, 5), acl=IN_HANDLER)
 

@@ -3,9 +3,9 @@ store (the data directory of a standalone broker, etcd in a cluster)."""
 
 import logging
 
-from broker.network.client_quotas import QuotaError, altered, entity_of
 from broker.errors import ErrorCode
 from broker.handlers import Api
+from broker.network.client_quotas import QuotaError, altered, entity_of
 from broker.security.authorization import on_cluster
 
 API = Api("AlterClientQuotas", (0, 1), acl=on_cluster("AlterConfigs"))

@@ -1,9 +1,8 @@
 """AlterConfigs: replace a topic's configs as a whole (those not given return to their defaults)."""
 
 from broker.config import topic_configs
-from broker.security.authorization import config_refusal
 from broker.handlers import Api
-from broker.security.authorization import IN_HANDLER
+from broker.security.authorization import IN_HANDLER, config_refusal
 
 API = Api("AlterConfigs", (0, 2), acl=IN_HANDLER)
 

@@ -3,9 +3,9 @@ replicas join as followers and catch up; once all are in sync the old ones leave
 goes). Replicas null cancels a reassignment under way."""
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 
 API = Api("AlterPartitionReassignments", (0, 0), acl=IN_HANDLER)
 

@@ -5,10 +5,10 @@ recorded as initialized in the group's ShareGroupStatePartitionMetadata, before 
 import uuid
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import GROUP, TOPIC
-from broker.share.persister import ShareKey
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import GROUP, TOPIC
+from broker.share.persister import ShareKey
 
 API = Api("AlterShareGroupOffsets", (0, 0), acl=IN_HANDLER, enabled_by="group.share.enable")
 

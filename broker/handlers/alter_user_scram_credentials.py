@@ -4,11 +4,14 @@ password; the broker keeps only what checks a login, see broker/security/scram_c
 from collections import Counter
 
 from broker.errors import ErrorCode
-from broker.security.scram_credentials import (
-    MAX_ITERATIONS, MECHANISM_BY_TYPE, MIN_ITERATIONS, credential_from_salted_password,
-)
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.scram_credentials import (
+    MAX_ITERATIONS,
+    MECHANISM_BY_TYPE,
+    MIN_ITERATIONS,
+    credential_from_salted_password,
+)
 
 API = Api("AlterUserScramCredentials", (0, 0), acl=IN_HANDLER)
 

@@ -8,10 +8,10 @@ on; off, it is 0 and the share group APIs clients call (enabled_by that setting)
 """
 
 from broker.errors import ErrorCode
-from broker.share import SHARE_VERSION
-from broker.transaction import TRANSACTION_VERSION
 from broker.handlers import Api
 from broker.security.authorization import ANYONE
+from broker.share import SHARE_VERSION
+from broker.transaction import TRANSACTION_VERSION
 
 # A finalized level never changes here, so its epoch stays the same; clients only compare epochs.
 FINALIZED_FEATURES_EPOCH = 1

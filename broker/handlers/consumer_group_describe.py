@@ -1,9 +1,9 @@
 """ConsumerGroupDescribe: epochs, assignor, and each member's assignment and target of KIP-848 groups."""
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import GROUP
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import GROUP
 
 API = Api("ConsumerGroupDescribe", (0, 0), acl=IN_HANDLER)
 

@@ -1,8 +1,8 @@
 """CreateAcls: new ACL bindings, written to the ACL store before the answer and in effect at once."""
 
 from broker.errors import ErrorCode
-from broker.security.acl_filters import binding, creation_problem
 from broker.handlers import Api
+from broker.security.acl_filters import binding, creation_problem
 from broker.security.authorization import IN_HANDLER
 
 API = Api("CreateAcls", (1, 3), acl=IN_HANDLER)

@@ -2,15 +2,15 @@
 
 import logging
 
-from broker.network.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor, TopicChangeInProgress
 from broker.errors import ErrorCode
+from broker.handlers import Api
+from broker.network.client_quotas import QUOTA_EXCEEDED, ControllerMutations
+from broker.security.authorization import IN_HANDLER
 from broker.security.authorizer import TOPIC
 from storage.errors import TopicExists
 
 from .create_topics import MAX_PARTITIONS_PER_REQUEST
-from broker.handlers import Api
-from broker.security.authorization import IN_HANDLER
 
 API = Api("CreatePartitions", (0, 3), acl=IN_HANDLER)
 
@@ -21,7 +21,7 @@ async def _grow(broker, header, want: dict, validate_only: bool, mutations: Cont
     name, count = want["name"], want["count"]
     if not broker.authorizer.authorize(header, "Alter", TOPIC, name):
         return {"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None}
-    topic = broker.logs.topic(name)
+    topic = broker.store.topic(name)
     if topic is None:
         return {"name": name, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "error_message": None}
     if count <= topic.num_partitions:
@@ -54,7 +54,7 @@ async def _grow(broker, header, want: dict, validate_only: bool, mutations: Cont
 
 
 def _added(broker, want: dict) -> int:
-    topic = broker.logs.topic(want["name"])
+    topic = broker.store.topic(want["name"])
     return max(want["count"] - topic.num_partitions, 0) if topic else 0
 
 

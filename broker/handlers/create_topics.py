@@ -4,17 +4,16 @@ explicitly by the request; INVALID_REPLICATION_FACTOR when there are too few bro
 import logging
 import uuid
 
-from broker.config import topic_configs
-from storage.errors import InvalidTopic
-from broker.network.client_quotas import QUOTA_EXCEEDED, ControllerMutations
 from broker.cluster.metadata import InvalidReplicaAssignment, InvalidReplicationFactor, TopicChangeInProgress
+from broker.config import topic_configs
 from broker.errors import ErrorCode
+from broker.handlers import Api
 from broker.handlers.describe_configs import topic_entries
+from broker.network.client_quotas import QUOTA_EXCEEDED, ControllerMutations
+from broker.security.authorization import IN_HANDLER
 from broker.security.authorizer import TOPIC
 from storage.catalog import TopicMetadata, validate_topic_name
-from storage.errors import TopicExists
-from broker.handlers import Api
-from broker.security.authorization import IN_HANDLER
+from storage.errors import InvalidTopic, TopicExists
 
 API = Api("CreateTopics", (2, 7), acl=IN_HANDLER)
 
@@ -35,7 +34,7 @@ async def _create(broker, want: dict, validate_only: bool) -> dict:
     assignment = {a["partition_index"]: list(a["broker_ids"]) for a in want["assignments"] or ()}
     configs = {c["name"]: c["value"] for c in want["configs"] if c["value"] is not None}
     problem = topic_configs.validate(configs, broker.logs.default_config)
-    if broker.logs.topic(name) is not None:
+    if broker.store.topic(name) is not None:
         result.update(error_code=ErrorCode.TOPIC_ALREADY_EXISTS, error_message=f"topic {name} already exists")
     elif assignment and (want["num_partitions"] != -1 or want["replication_factor"] != -1):
         result.update(error_code=ErrorCode.INVALID_REQUEST,

@@ -1,8 +1,8 @@
 """DeleteAcls: remove the bindings each filter selects; the store is rewritten before the answer."""
 
 from broker.errors import ErrorCode
-from broker.security.acl_filters import matches
 from broker.handlers import Api
+from broker.security.acl_filters import matches
 from broker.security.authorization import IN_HANDLER
 
 API = Api("DeleteAcls", (1, 3), acl=IN_HANDLER)

@@ -3,9 +3,9 @@
 from broker.config import group_configs
 from broker.coordinator.partitions import settled
 from broker.errors import ErrorCode
-from broker.security.authorizer import GROUP
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import GROUP
 
 API = Api("DeleteGroups", (0, 2), acl=IN_HANDLER)
 

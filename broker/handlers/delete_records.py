@@ -7,13 +7,13 @@ right away, their files after file.delete.delay.ms.
 
 import logging
 
-from storage import clock
 from broker.coordinator.internal_topics import INTERNAL_TOPICS
 from broker.errors import ErrorCode
-from broker.security.authorizer import TOPIC
-from storage.errors import OffsetOutOfRange
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import TOPIC
+from storage import clock
+from storage.errors import OffsetOutOfRange
 
 API = Api("DeleteRecords", (0, 2), acl=IN_HANDLER)
 

@@ -5,11 +5,11 @@ share.auto.offset.reset."""
 import uuid
 
 from broker.errors import ErrorCode
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 from broker.security.authorizer import TOPIC
 
 from .alter_share_group_offsets import _group_error
-from broker.handlers import Api
-from broker.security.authorization import IN_HANDLER
 
 API = Api("DeleteShareGroupOffsets", (0, 0), acl=IN_HANDLER, enabled_by="group.share.enable")
 

@@ -1,8 +1,9 @@
 """DeleteShareGroupState (inter-broker): forget share partitions' durable state at their share coordinator
 (DeleteGroups, DeleteShareGroupOffsets); answered once the deletions are committed."""
 
-from .write_share_group_state import each_partition
 from broker.handlers import Api
+
+from .write_share_group_state import each_partition
 
 API = Api("DeleteShareGroupState", (0, 0), inter_broker=True)
 

@@ -4,11 +4,11 @@ import logging
 
 from broker.coordinator.internal_topics import INTERNAL_TOPICS
 from broker.errors import ErrorCode
+from broker.handlers import Api
 from broker.network.client_quotas import QUOTA_EXCEEDED, ControllerMutations
+from broker.security.authorization import IN_HANDLER
 from broker.security.authorizer import TOPIC
 from storage.errors import UnknownTopic
-from broker.handlers import Api
-from broker.security.authorization import IN_HANDLER
 
 log = logging.getLogger("moldau.delete_topics")
 
@@ -16,7 +16,7 @@ API = Api("DeleteTopics", (1, 6), acl=IN_HANDLER)
 
 
 async def _delete(broker, header, name, topic_id, mutations: ControllerMutations) -> dict:
-    topic = broker.logs.topic(name) if name else broker.logs.topic_by_id(topic_id)
+    topic = broker.store.topic(name) if name else broker.store.topic_by_id(topic_id)
     if not broker.authorizer.authorize(header, "Delete", TOPIC, topic.name if topic else name or ""):
         return {"name": name, "topic_id": topic_id, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                 "error_message": None}

@@ -1,8 +1,8 @@
 """DescribeAcls: the ACL bindings a filter selects, grouped by resource pattern."""
 
 from broker.errors import ErrorCode
-from broker.security.acl_filters import matches
 from broker.handlers import Api
+from broker.security.acl_filters import matches
 from broker.security.authorization import IN_HANDLER
 
 API = Api("DescribeAcls", (1, 3), acl=IN_HANDLER)

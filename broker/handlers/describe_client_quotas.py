@@ -1,8 +1,8 @@
 """DescribeClientQuotas: the quotas whose entities match a filter (Kafka's matching rules)."""
 
-from broker.network.client_quotas import CLIENT_ID, IP, USER
 from broker.errors import ErrorCode
 from broker.handlers import Api
+from broker.network.client_quotas import CLIENT_ID, IP, USER
 from broker.security.authorization import on_cluster
 
 API = Api("DescribeClientQuotas", (0, 1), acl=on_cluster("DescribeConfigs"))

@@ -1,8 +1,8 @@
 """DescribeCluster: the live brokers and the controller."""
 
-from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 
 NOT_REQUESTED = -2147483648
 

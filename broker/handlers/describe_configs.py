@@ -13,14 +13,13 @@ The resources asked for are a set: one named many times is described once.
 """
 
 from broker.config.dynamic_configs import DEFAULT_ENTITY, DYNAMIC, default_text, describable, setting_type
-from broker.errors import ErrorCode
-from broker.config.log_levels import loggers
-from broker.security.tls_reload import RECONFIGURABLE
-from broker.security.authorization import config_refusal
 from broker.config.group_configs import GROUP_RESOURCE
-from storage.config import LOG_CONFIG_NAMES, STRING, TOPIC_CONFIGS
+from broker.config.log_levels import loggers
+from broker.errors import ErrorCode
 from broker.handlers import Api
-from broker.security.authorization import IN_HANDLER
+from broker.security.authorization import IN_HANDLER, config_refusal
+from broker.security.tls_reload import RECONFIGURABLE
+from storage.config import LOG_CONFIG_NAMES, STRING, TOPIC_CONFIGS
 
 API = Api("DescribeConfigs", (1, 4), acl=IN_HANDLER)
 
@@ -112,7 +111,7 @@ def _cluster_default_entries(broker) -> list[dict]:
 def _configs(broker, resource) -> tuple[int, str | None, list]:
     rtype, name = resource["resource_type"], resource["resource_name"]
     if rtype == TOPIC:
-        topic = broker.logs.topic(name)
+        topic = broker.store.topic(name)
         if topic is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}", []
         return 0, None, topic_entries(broker, topic)

@@ -2,9 +2,9 @@
 
 from broker.errors import ErrorCode
 from broker.group.metadata import GroupState
-from broker.security.authorizer import GROUP
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import GROUP
 
 API = Api("DescribeGroups", (0, 5), acl=IN_HANDLER)
 

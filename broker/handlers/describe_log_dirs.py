@@ -4,9 +4,9 @@ import logging
 import shutil
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 
 API = Api("DescribeLogDirs", (1, 4), acl=IN_HANDLER)
 

@@ -1,9 +1,9 @@
 """DescribeProducers: the producer state each partition keeps (KIP-664)."""
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import TOPIC
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import TOPIC
 
 API = Api("DescribeProducers", (0, 0), acl=IN_HANDLER)
 

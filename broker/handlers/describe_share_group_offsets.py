@@ -2,9 +2,9 @@
 lag -- the records at or past the start not yet acknowledged or archived -- from ReadShareGroupStateSummary."""
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import GROUP, TOPIC
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import GROUP, TOPIC
 
 API = Api("DescribeShareGroupOffsets", (0, 1), acl=IN_HANDLER, enabled_by="group.share.enable")
 

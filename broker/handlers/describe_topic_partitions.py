@@ -2,15 +2,15 @@
 
 from broker.coordinator.internal_topics import INTERNAL_TOPICS
 from broker.errors import ErrorCode
-from broker.security.authorizer import TOPIC
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import TOPIC
 
 API = Api("DescribeTopicPartitions", (0, 0), acl=IN_HANDLER)
 
 
 def handle(broker, request, header) -> dict:
-    names = [t["name"] for t in request["topics"]] or sorted(broker.logs.topics)
+    names = [t["name"] for t in request["topics"]] or sorted(broker.store.topics)
     limit = max(1, request["response_partition_limit"])
     cursor = request["cursor"]
     if cursor is not None:
@@ -18,7 +18,7 @@ def handle(broker, request, header) -> dict:
     topics = []
     next_cursor = None
     for name in names:
-        topic = broker.logs.topic(name)
+        topic = broker.store.topic(name)
         if not broker.authorizer.authorize(header, "Describe", TOPIC, name):
             if request["topics"]:  # asked by name: told no; all topics: those it may describe
                 topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})

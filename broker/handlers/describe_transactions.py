@@ -1,9 +1,9 @@
 """DescribeTransactions: the coordinator's state of transactional ids (KIP-664)."""
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 
 API = Api("DescribeTransactions", (0, 0), acl=IN_HANDLER)
 

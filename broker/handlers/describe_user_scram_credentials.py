@@ -3,9 +3,9 @@
 from collections import Counter
 
 from broker.errors import ErrorCode
-from broker.security.scram_credentials import MECHANISMS
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.scram_credentials import MECHANISMS
 
 API = Api("DescribeUserScramCredentials", (0, 0), acl=IN_HANDLER)
 

@@ -2,9 +2,9 @@
 an out-of-sync replica where no in-sync one is alive (unclean); topic_partitions null means all."""
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 
 API = Api("ElectLeaders", (0, 2), acl=IN_HANDLER)
 

@@ -8,11 +8,11 @@ producer id and epoch the producer goes on with.
 """
 
 from broker.coordinator.partitions import then
+from broker.handlers import Api
+from broker.security.authorization import TXN_WRITE
 from broker.transaction import fenced_for_version
 from broker.transaction.metadata import NO_PRODUCER_EPOCH
 from protocol.records import NO_PRODUCER_ID
-from broker.handlers import Api
-from broker.security.authorization import TXN_WRITE
 
 API = Api("EndTxn", (0, 5), acl=TXN_WRITE)
 

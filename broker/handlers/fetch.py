@@ -53,13 +53,13 @@ _NO_TOPIC_ID = uuid.UUID(int=0)
 _TOPIC_DENIED = PartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
-def requested_partitions(logs, request, uses_topic_ids: bool) -> dict[TopicPartition, FetchPartition]:
+def requested_partitions(store, request, uses_topic_ids: bool) -> dict[TopicPartition, FetchPartition]:
     """The request's partitions as a map: one entry per partition, the last one named wins. A topic id
     is resolved to its name now: a session keeps that name for the partitions it is not told again."""
     wanted: dict[TopicPartition, FetchPartition] = {}
     for want in request["topics"]:
         topic = want["topic_id"] if uses_topic_ids else want["topic"]
-        found = logs.topic_by_id(topic) if uses_topic_ids else None
+        found = store.topic_by_id(topic) if uses_topic_ids else None
         name = found.name if found is not None else None
         for p in want["partitions"]:
             wanted[TopicPartition(topic, p["partition"])] = FetchPartition(
@@ -93,9 +93,9 @@ def leadership_answers(broker, partitions: Mapping[TopicPartition, FetchPartitio
         if isinstance(name, uuid.UUID):
             # resolved now: a session that first named the id before this broker knew the topic holds no name,
             # and an idle partition is never named again (its follower would leave the ISR for good)
-            found = broker.logs.topic_by_id(name)
+            found = broker.store.topic_by_id(name)
             name = found.name if found is not None else want.topic_name
-        if name is None or broker.logs.topic(name) is None:
+        if name is None or broker.store.topic(name) is None:
             continue  # read_from_logs answers UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION
         partition, error = broker.replicas.leader_partition(name, key.partition)
         if partition is not None:
@@ -128,7 +128,7 @@ def _in_context(broker, request, header):
     uses_topic_ids = header.api_version >= TOPIC_IDS_SINCE
     context = new_context(
         broker.fetch_sessions, request["session_id"], request["session_epoch"],
-        requested_partitions(broker.logs, request, uses_topic_ids), forgotten_partitions(request, uses_topic_ids),
+        requested_partitions(broker.store, request, uses_topic_ids), forgotten_partitions(request, uses_topic_ids),
         uses_topic_ids, privileged=replica_id_of(request) >= 0, now_ms=clock.wall_ms())
     if context.error:
         return _response(broker, context, {})

@@ -10,8 +10,8 @@ from broker.coordinator.internal_topics import (
     partition_for,
 )
 from broker.errors import ErrorCode
-from broker.security import authorizer
 from broker.handlers import Api
+from broker.security import authorizer
 from broker.security.authorization import IN_HANDLER
 
 API = Api("FindCoordinator", (0, 6), acl=IN_HANDLER)

@@ -4,15 +4,13 @@ configs (the GROUP resource)."""
 
 import logging
 
-from broker.config import log_levels, topic_configs
+from broker.config import group_configs, log_levels, topic_configs
+from broker.config.group_configs import GROUP_RESOURCE
 from broker.config.topic_configs import APPEND, DELETE, SET, SUBTRACT, config_list, list_changed
 from broker.errors import ErrorCode
-from broker.security.authorization import config_refusal
-from broker.config import group_configs
-from broker.config.group_configs import GROUP_RESOURCE
-from storage.config import LIST, LOG_CONFIG_NAMES, TOPIC_CONFIGS
 from broker.handlers import Api
-from broker.security.authorization import IN_HANDLER
+from broker.security.authorization import IN_HANDLER, config_refusal
+from storage.config import LIST, LOG_CONFIG_NAMES, TOPIC_CONFIGS
 
 API = Api("IncrementalAlterConfigs", (0, 1), acl=IN_HANDLER)
 

@@ -8,14 +8,14 @@ the int16 range, or a producer id that belongs to a transactional id, gets a
 fresh id instead. With a transactional id the transaction coordinator answers.
 """
 
-from broker.errors import ErrorCode
-from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TRANSACTIONAL_ID
 from broker.coordinator.partitions import settled
+from broker.errors import ErrorCode
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TRANSACTIONAL_ID
 from broker.transaction import fenced_for_version
 from broker.transaction.metadata import MAX_EPOCH, NO_PRODUCER_EPOCH
 from protocol.records import NO_PRODUCER_ID
-from broker.handlers import Api
-from broker.security.authorization import IN_HANDLER
 
 API = Api("InitProducerId", (0, 5), acl=IN_HANDLER)
 

@@ -3,8 +3,9 @@ a start offset (-1: the leader's share.auto.offset.reset) and state epoch, asked
 share group first subscribes to a topic or its offsets are altered; answered once committed. A state epoch older
 than the stored one is FENCED_STATE_EPOCH."""
 
-from .write_share_group_state import each_partition
 from broker.handlers import Api
+
+from .write_share_group_state import each_partition
 
 API = Api("InitializeShareGroupState", (0, 0), inter_broker=True)
 

@@ -1,9 +1,9 @@
 """ListGroups: every group on this coordinator (share groups too: type "share"), optionally filtered by state
 (v4+) and type (v5+)."""
 
-from broker.security.authorizer import GROUP
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import GROUP
 
 API = Api("ListGroups", (0, 5), acl=IN_HANDLER)
 

@@ -15,9 +15,9 @@ as Kafka answers), so no offset a client was told goes back.
 from collections import Counter
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import TOPIC
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import TOPIC
 
 API = Api("ListOffsets", (1, 9), acl=IN_HANDLER)
 

@@ -1,9 +1,9 @@
 """ListPartitionReassignments (KIP-455): the reassignments under way, with their adding and removing replicas."""
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME
 
 API = Api("ListPartitionReassignments", (0, 0), acl=IN_HANDLER)
 

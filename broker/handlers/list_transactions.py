@@ -1,10 +1,10 @@
 """ListTransactions: the transactional ids this coordinator knows, filtered (KIP-664; v1 adds KIP-994's duration)."""
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import TRANSACTIONAL_ID
-from broker.transaction.metadata import TransactionState
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import TRANSACTIONAL_ID
+from broker.transaction.metadata import TransactionState
 
 API = Api("ListTransactions", (0, 1), acl=IN_HANDLER)
 

@@ -12,13 +12,13 @@ import asyncio
 import uuid
 
 from broker.coordinator.internal_topics import INTERNAL_TOPICS
-from storage.errors import InvalidTopic
 from broker.errors import ErrorCode
-from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC
-
-from .create_topics import MAX_PARTITIONS_PER_REQUEST
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC
+from storage.errors import InvalidTopic
+
+from .create_topics import MAX_PARTITIONS_PER_REQUEST
 
 API = Api("Metadata", (0, 12), acl=IN_HANDLER)
 
@@ -50,12 +50,12 @@ def _entry(broker, header, request, want: dict, invalid: set[str]) -> dict:
     # v10+: a non-zero topic id asks by id, whatever the name says (as in Kafka):
     # the Java admin's describeTopics by id sends the name "", not null
     if want["topic_id"] != ZERO_UUID:
-        topic = broker.logs.topic_by_id(want["topic_id"])
+        topic = broker.store.topic_by_id(want["topic_id"])
         return _topic_entry(broker, header, request, topic) if topic else _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, want["topic_id"])
     name = want["name"]
     if name in invalid:
         return _error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
-    topic = broker.logs.topic(name)
+    topic = broker.store.topic(name)
     if topic is None and not broker.authorizer.authorize(header, "Describe", TOPIC, name):
         return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)  # whether it exists is not told either
     if topic is None:  # LEADER_NOT_AVAILABLE: a cluster is creating it (clients retry either)
@@ -98,7 +98,7 @@ async def _auto_create(broker, names: list[str]) -> set[str]:
 
 
 def _to_create(broker, header, request, wanted: list[dict]) -> list[str]:
-    return [w["name"] for w in wanted if w["topic_id"] == ZERO_UUID and broker.logs.topic(w["name"]) is None
+    return [w["name"] for w in wanted if w["topic_id"] == ZERO_UUID and broker.store.topic(w["name"]) is None
             and broker.may_auto_create(w["name"], request["allow_auto_topic_creation"])
             and _may_create(broker, header, w["name"])]
 
@@ -131,7 +131,7 @@ def handle(broker, request, header):
     wanted = request["topics"]
     if wanted is None or (header.api_version == 0 and not wanted):
         # all topics: those the principal may describe
-        topics = [_topic_entry(broker, header, request, t) for t in broker.logs.topics.values()]
+        topics = [_topic_entry(broker, header, request, t) for t in broker.store.topics.values()]
         return _response(broker, header, request, [t for t in topics if t["error_code"] == ErrorCode.NONE])
     if len(wanted) > STEP:
         return _answer_in_steps(broker, header, request, wanted)

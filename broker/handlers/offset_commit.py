@@ -1,13 +1,13 @@
 """OffsetCommit: store a group's consumed positions (versions 2+, as Kafka 4 serves)."""
 
-from storage import clock
 from broker.coordinator.partitions import then
 from broker.errors import ErrorCode
 from broker.group.metadata import CommittedOffset
-
-from .group_partitions import group_refusal, partition_errors, requested_partitions
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from storage import clock
+
+from .group_partitions import group_refusal, partition_errors, requested_partitions
 
 API = Api("OffsetCommit", (2, 9), acl=IN_HANDLER)
 

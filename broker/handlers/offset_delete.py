@@ -2,11 +2,11 @@
 
 from broker.coordinator.partitions import settled
 from broker.errors import ErrorCode
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 from broker.security.authorizer import GROUP
 
 from .group_partitions import partition_errors, requested_partitions
-from broker.handlers import Api
-from broker.security.authorization import IN_HANDLER
 
 API = Api("OffsetDelete", (0, 0), acl=IN_HANDLER)
 

@@ -5,9 +5,9 @@ into UNSTABLE_OFFSET_COMMIT, so the client retries once the transaction ends.
 """
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import GROUP, TOPIC
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import GROUP, TOPIC
 
 API = Api("OffsetFetch", (1, 9), acl=IN_HANDLER)
 

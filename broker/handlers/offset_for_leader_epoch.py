@@ -6,9 +6,9 @@ Consumers use it after a leader change to detect truncation.
 """
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC
 
 API = Api("OffsetForLeaderEpoch", (2, 4), acl=IN_HANDLER)
 

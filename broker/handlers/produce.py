@@ -23,14 +23,14 @@ is THROTTLING_QUOTA_EXCEEDED (client_quotas.py, KIP-936).
 import inspect
 import logging
 
-from storage import clock
+from broker.cluster import stages
 from broker.cluster.delayed_produce import DelayedProduce
 from broker.coordinator.internal_topics import INTERNAL_TOPICS
 from broker.coordinator.partitions import settled
-from storage.errors import InvalidTopic
-from broker.network.client_quotas import QUOTA_EXCEEDED, ProducerIds
-from broker.cluster import stages
 from broker.errors import ErrorCode
+from broker.handlers import Api
+from broker.network.client_quotas import QUOTA_EXCEEDED, ProducerIds
+from broker.security.authorization import IN_HANDLER
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID
 from protocol.compression import CODECS
 from protocol.errors import CorruptRecord
@@ -42,18 +42,18 @@ from protocol.records import (
     read_header,
     recompressed,
 )
+from storage import clock
 from storage.errors import (
     DuplicateSequence,
     InvalidProducerEpoch,
     InvalidProducerRecord,
+    InvalidTopic,
     InvalidTxnState,
     OutOfOrderSequence,
     ProducerStateError,
     RecordBatchTooLarge,
 )
 from storage.log_manager import CREATE_STEP
-from broker.handlers import Api
-from broker.security.authorization import IN_HANDLER
 
 API = Api("Produce", (3, 12), acl=IN_HANDLER)
 ADDS_PARTITIONS_SINCE = 12  # transaction version 2: the write adds its partition to the transaction
@@ -209,6 +209,8 @@ def _append(broker, topic, part: dict, transactional_id: str | None, acks: int, 
     result = _partition_result(index, ErrorCode.NONE, base_offset, append_time, log_.log_start_offset)
     if acks == -1 and partition.high_watermark <= last_offset:
         waits.append((partition, last_offset + 1, partition.leader_epoch, result))
+    elif acks != 0 and not partition.epoch_checkpoint_synced():  # a leadership just taken: see wait_for_replication
+        waits.append((partition, None, partition.leader_epoch, result))
     return result
 
 
@@ -296,7 +298,7 @@ def _handle(broker, request, header, verdicts: dict):
             # the coordinators own the internal topics; clients may not write them
             if name in INTERNAL_TOPICS:
                 raise InvalidTopic(f"{name} is internal")
-            known = broker.logs.topic(name)
+            known = broker.store.topic(name)
             topic = known or broker.topic_for_write(name, allow_auto_create=creatable > 0)
             if topic is not None and known is None:
                 creatable -= topic.num_partitions

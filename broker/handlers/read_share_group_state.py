@@ -1,8 +1,8 @@
 """ReadShareGroupState (inter-broker): a share partition's durable state, asked of its share coordinator by
 the topic partition's leader when it makes the share partition (broker/share/persister.py)."""
 
-from broker.share.persister import ShareKey
 from broker.handlers import Api
+from broker.share.persister import ShareKey
 
 API = Api("ReadShareGroupState", (0, 0), inter_broker=True)
 

@@ -2,8 +2,8 @@
 and (v1, KIP-1226) how many offsets of its window are done, for the group coordinator's admin view
 (DescribeShareGroupOffsets). A partition with no state answers -1s."""
 
-from broker.share.persister import ShareKey
 from broker.handlers import Api
+from broker.share.persister import ShareKey
 
 API = Api("ReadShareGroupStateSummary", (0, 1), inter_broker=True)
 

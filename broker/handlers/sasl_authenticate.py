@@ -6,11 +6,11 @@ client's address, the mechanism and the user, never a password."""
 
 import logging
 
-from storage import clock
 from broker.errors import ErrorCode
-from broker.security.sasl import AuthenticationFailed
 from broker.handlers import Api
 from broker.security.authorization import ANYONE
+from broker.security.sasl import AuthenticationFailed
+from storage import clock
 
 API = Api("SaslAuthenticate", (0, 2), acl=ANYONE, before_authentication=True, reauthenticates=True)
 

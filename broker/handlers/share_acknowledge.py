@@ -8,11 +8,11 @@ releasing whatever the member still holds.
 """
 
 from broker.errors import ErrorCode
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 from broker.security.authorizer import GROUP, TOPIC
 from broker.share.manager import FINAL_EPOCH, INITIAL_EPOCH, SessionError
 from broker.share.persister import ShareKey
-from broker.handlers import Api
-from broker.security.authorization import IN_HANDLER
 
 API = Api("ShareAcknowledge", (1, 2), acl=IN_HANDLER, enabled_by="group.share.enable")
 

@@ -8,13 +8,13 @@ that acquires nothing waits up to MaxWaitMs for appends or releases, then tries 
 """
 
 from broker.errors import ErrorCode
+from broker.handlers import Api
+from broker.security.authorization import IN_HANDLER
 from broker.security.authorizer import GROUP, TOPIC
 from broker.share.manager import FINAL_EPOCH, INITIAL_EPOCH, SessionError
 from broker.share.persister import ShareKey
 
 from .share_acknowledge import acknowledge_all, leader_of, node_endpoints, response_topics
-from broker.handlers import Api
-from broker.security.authorization import IN_HANDLER
 
 API = Api("ShareFetch", (1, 2), acl=IN_HANDLER, enabled_by="group.share.enable")
 

@@ -1,10 +1,10 @@
 """ShareGroupDescribe: epochs, members and their assignments of share groups."""
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import GROUP
-from broker.share.coordinator import describe_error
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import GROUP
+from broker.share.coordinator import describe_error
 
 API = Api("ShareGroupDescribe", (1, 1), acl=IN_HANDLER, enabled_by="group.share.enable")
 

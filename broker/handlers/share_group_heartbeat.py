@@ -1,9 +1,9 @@
 """ShareGroupHeartbeat: join, stay in and leave a share group (KIP-932); the member id is the client's own."""
 
 from broker.errors import ErrorCode
-from broker.security.authorizer import GROUP
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import GROUP
 
 API = Api("ShareGroupHeartbeat", (1, 1), acl=IN_HANDLER, enabled_by="group.share.enable")
 

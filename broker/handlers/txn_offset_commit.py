@@ -6,15 +6,15 @@ added the group's partition (AddOffsetsToTxn) to its open transaction; from
 v5 (transaction version 2) this request adds it.
 """
 
-from storage import clock
 from broker.coordinator.internal_topics import OFFSETS_TOPIC
 from broker.coordinator.partitions import settled
 from broker.errors import ErrorCode
 from broker.group.metadata import CommittedOffset
-
-from .group_partitions import group_refusal, partition_errors, requested_partitions
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from storage import clock
+
+from .group_partitions import group_refusal, partition_errors, requested_partitions
 
 API = Api("TxnOffsetCommit", (0, 5), acl=IN_HANDLER)
 ADDS_PARTITION_SINCE = 5

@@ -2,8 +2,8 @@
 coordinator, answered once committed; a write from an older leadership is FENCED_LEADER_EPOCH."""
 
 from broker.coordinator.partitions import settled
-from broker.share.persister import ShareKey, Snapshot
 from broker.handlers import Api
+from broker.share.persister import ShareKey, Snapshot
 
 API = Api("WriteShareGroupState", (0, 0), inter_broker=True)
 

@@ -16,15 +16,14 @@ transactions abort`); a coordinator epoch above any coordinator's is refused.
 import asyncio
 import logging
 
-from storage import clock
 from broker.cluster.replica_manager import Partition
+from broker.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from broker.errors import ErrorCode
-from broker.coordinator.internal_topics import OFFSETS_TOPIC
-from broker.security.authorizer import CLUSTER, CLUSTER_NAME
-from broker.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
-from storage.errors import InvalidProducerEpoch, TransactionCoordinatorFenced
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME
+from storage import clock
+from storage.errors import InvalidProducerEpoch, TransactionCoordinatorFenced
 
 API = Api("WriteTxnMarkers", (0, 2), acl=IN_HANDLER)
 

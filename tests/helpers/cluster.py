@@ -18,6 +18,7 @@ import asyncio
 import sys
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import aetcd
@@ -28,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker.cluster.etcd_store import grpc_target, parse_connect
 from broker.cluster.local_etcd import LocalEtcd
 from conftest import BrokerProcess, free_port
+from helpers.wire import WireClient
 from helpers.fault_proxy import FaultProxy
 
 CLUSTER_DEFAULTS = {
@@ -113,6 +115,18 @@ class Cluster:
         futures = admin.create_topics([NewTopic(name, partitions, replication_factor, config=configs)])
         futures[name].result(30)
         self.wait_until(lambda: self.full_isr(name, partitions, replication_factor), 30, f"{name} fully replicated")
+        # every broker's own answer has it (each applies etcd's topic key from its watch)
+        self.wait_until(lambda: all(self.known_by(node, name, partitions) for node, b in self.brokers.items()
+                                    if b.alive()), 30, f"{name} known by every broker")
+
+    def known_by(self, node: int, topic: str, partitions: int) -> bool:
+        """Whether broker ``node`` itself answers Metadata for the topic with its partitions' leaders."""
+        with WireClient(self.brokers[node].port) as client:
+            answer = client.request("Metadata", 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": topic}],
+                                                     "allow_auto_topic_creation": False,
+                                                     "include_topic_authorized_operations": False})["topics"][0]
+        return answer["error_code"] == 0 and len(answer["partitions"]) == partitions and all(
+            p["leader_id"] >= 0 for p in answer["partitions"])
 
     def partition(self, topic: str, index: int = 0):
         """confluent-kafka's PartitionMetadata (leader, replicas, isrs) as the cluster reports it."""

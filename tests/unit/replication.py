@@ -14,7 +14,7 @@ from protocol.records import build_batch
 from storage.config import LogConfig
 from storage.log import Log
 
-from .conftest import append
+from .conftest import append, run
 
 NOW = 1_700_000_000_000
 LAG_MS = 30_000  # replica.lag.time.max.ms
@@ -34,17 +34,22 @@ class Store:
         self.manager.apply_state(topic, index, replace(proposed, version=current.version + 1))
         return True
 
+    async def alter_partitions(self, changes) -> list[bool]:
+        return [await self.alter_partition(*change) for change in changes]
+
 
 class Replica:
     def __init__(self, directory, node_id: int = 1, replicas=(1, 2, 3), isr=(1, 2, 3), min_insync: int = 1,
                  leader: int | None = None):
         self.log = Log(directory / "t-0", LogConfig(min_insync_replicas=min_insync), now_ms=NOW)
         self.log.set_high_watermark(0)
+        # the leadership of epoch 1 was taken before the test: its epoch checkpoint is durable already
+        self.log.leader_epochs.assign(1, 0)
         self.tasks: list[asyncio.Task] = []
         self.leadership: list[tuple] = []
         self.broker = SimpleNamespace(
             node_id=node_id, config={"replica.lag.time.max.ms": LAG_MS}, fetch_purgatory=FetchPurgatory(),
-            supervisor=SimpleNamespace(spawn=self._spawn), logs=SimpleNamespace(log=lambda t, i: self.log),
+            supervisor=SimpleNamespace(spawn=self._spawn), logs=SimpleNamespace(log=lambda t, i: self.log, log_dir=directory),
             leadership_changed=lambda *args: self.leadership.append(args))
         self.manager = ReplicaManager(self.broker)
         self.store = self.manager.store = Store()
@@ -52,6 +57,15 @@ class Replica:
         self.partition = self.manager.partitions[("t", 0)] = Partition(
             self.manager, "t", 0, self.log, PartitionState(NO_LEADER, -1, (), ()))
         self.partition.apply(PartitionState(node_id if leader is None else leader, 1, tuple(isr), tuple(replicas)))
+
+    def apply(self, state: PartitionState) -> None:
+        """A change of leadership or ISR, applied in an event loop as the broker applies it; a new epoch's
+        checkpoint is made durable before this returns."""
+        async def main():
+            self.partition.apply(state)
+            await asyncio.gather(*self.tasks)
+
+        run(main())
 
     def _spawn(self, coro) -> None:
         self.tasks.append(asyncio.get_running_loop().create_task(coro))

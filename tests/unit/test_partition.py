@@ -79,7 +79,7 @@ def test_a_caught_up_follower_joins_the_isr(tmp_path, fake_clock):
 def test_joining_the_isr_needs_the_start_of_the_leaders_epoch(tmp_path, fake_clock):
     leader = Replica(tmp_path, isr=(1,))
     leader.produce(2)
-    leader.partition.apply(PartitionState(1, 2, (1,), (1, 2, 3)))  # a new epoch from offset 2
+    leader.apply(PartitionState(1, 2, (1,), (1, 2, 3)))  # a new epoch from offset 2
     leader.log.set_high_watermark(1)  # (as if a follower's state held it back)
     leader.fetch(2, 1)
     assert leader.store.proposals == [] and leader.partition.isr_change_pending is False
@@ -136,7 +136,7 @@ def test_reaching_the_end_seen_at_the_last_fetch_counts_as_caught_up_then(leader
 
 def test_a_new_leader_gives_every_follower_the_lag_time_from_now(leader, fake_clock):
     fake_clock.advance(LAG_MS)
-    leader.partition.apply(PartitionState(1, 2, (1, 2, 3), (1, 2, 3)))
+    leader.apply(PartitionState(1, 2, (1, 2, 3), (1, 2, 3)))
     fake_clock.advance(LAG_MS / 1000 - 1)
     assert leader.partition.lagging_isr_members(LAG_MS) == []
     fake_clock.advance(2)
@@ -210,7 +210,7 @@ def test_losing_leadership_forgets_the_followers(leader):
 def test_becoming_leader_records_where_its_epoch_starts(tmp_path, fake_clock):
     replica = Replica(tmp_path, node_id=2)
     replica.produce(3)
-    replica.partition.apply(PartitionState(2, 4, (1, 2, 3), (1, 2, 3)))
+    replica.apply(PartitionState(2, 4, (1, 2, 3), (1, 2, 3)))
     assert replica.partition.epoch_start_offset == 3
     assert replica.log.leader_epochs.entries[-1].epoch == 4
     assert replica.leadership[-1] == ("t", 0, True, 4)
