@@ -14,7 +14,7 @@ from storage.log_manager import LogManager
 
 from . import faults, stages
 from .client_quotas import ClientQuotas
-from .cluster.metadata import NO_LEADER
+from .cluster.metadata import NO_LEADER, MetadataAnswers
 from .cluster.replica_manager import ReplicaManager
 from .cluster.store import LocalMetadataStore, MetadataStore
 from .config import BrokerConfig, ConfigError
@@ -116,6 +116,7 @@ class Broker:
         self.metrics = None  # a BrokerMetrics while metrics.port serves Prometheus
         self.txn_verifier = None  # a TransactionVerifier while serving: KIP-890's question to other brokers
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
+        self.metadata_answers = MetadataAnswers()  # encoded Metadata answers (handlers/metadata.py)
 
     @property
     def cluster_id(self) -> str:

@@ -16,11 +16,11 @@ import asyncio
 import heapq
 import itertools
 import logging
-import time
 from dataclasses import dataclass
 
 from broker import faults, stages
 from broker.errors import ErrorCode
+from broker.fetch_session import monotonic_ms as _monotonic_ms
 from storage.log import Log
 
 from .metadata import NO_LEADER, PartitionState
@@ -31,16 +31,22 @@ _arrivals = itertools.count()  # orders waits for the same offset, so the heap n
 ROLE_SUMMARY_S = 0.1  # leaderships taken or given up within this long are logged in one line
 
 
-def _monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
 @dataclass
 class FollowerState:
     log_end_offset: int = -1  # unknown until the follower's first fetch from this leader
     last_caught_up_ms: int = 0  # last time it had all the leader had (Kafka's lastCaughtUpTime)
     last_fetch_ms: int = 0
     leader_end_at_last_fetch: int = 0
+    # (fetch session, its key of the partition) while the follower is caught up and the partition unchanged
+    # since: the session's fetches count as caught-up fetches of it, with no per-partition update each time
+    settled_in: tuple | None = None
+
+    def caught_up_ms(self) -> int:
+        if self.settled_in is not None:
+            session, key = self.settled_in
+            if key in session.partitions:
+                return max(self.last_caught_up_ms, session.fetch_ms)
+        return self.last_caught_up_ms
 
 
 class Partition:
@@ -101,14 +107,21 @@ class Partition:
                         self.topic, self.index, state.leader_epoch, self.log.log_end_offset)
         self.maybe_advance_high_watermark()
 
-    def follower_fetched(self, replica_id: int, fetch_offset: int) -> None:
+    def follower_fetched(self, replica_id: int, fetch_offset: int, settled_in: tuple | None = None) -> None:
         """A follower's fetch at ``fetch_offset``: it holds everything below it. A fetch past this log's end
-        (a tail the follower has not truncated yet) is answered OFFSET_OUT_OF_RANGE and tells nothing."""
+        (a tail the follower has not truncated yet) is answered OFFSET_OUT_OF_RANGE and tells nothing.
+        ``settled_in``: the follower's fetch session and its key of this partition, if it has one."""
         follower = self.followers.get(replica_id)
         if follower is None or fetch_offset > self.log.log_end_offset:
             return
         now = _monotonic_ms()
         leader_end = self.log.log_end_offset
+        if follower.settled_in is not None and follower.settled_in == settled_in:
+            # the session's fetches since the last look were caught-up fetches of this partition: the one
+            # before this is the latest (a change since would have had this partition looked at then)
+            follower.last_caught_up_ms = follower.last_fetch_ms = max(follower.last_fetch_ms,
+                                                                      settled_in[0].previous_fetch_ms)
+        follower.settled_in = settled_in if fetch_offset >= leader_end else None
         if fetch_offset >= leader_end:
             follower.last_caught_up_ms = now
         elif fetch_offset >= follower.leader_end_at_last_fetch:
@@ -128,7 +141,7 @@ class Partition:
 
     def lagging_isr_members(self, max_lag_ms: int) -> list[int]:
         now = _monotonic_ms()
-        return [r for r in self.state.isr if r in self.followers and now - self.followers[r].last_caught_up_ms > max_lag_ms]
+        return [r for r in self.state.isr if r in self.followers and now - self.followers[r].caught_up_ms() > max_lag_ms]
 
     def maybe_advance_high_watermark(self) -> None:
         if not self.is_leader:
@@ -345,6 +358,7 @@ class ReplicaManager:
                              partition.index, list(isr))
             except Exception as exc:  # etcd unreachable, written or not: proposed again later
                 log.warning("%s-%d: ISR change failed: %s", partition.topic, partition.index, exc)
+                partition.log.notify_watchers()  # a follower's session looks at it again, even if idle
             finally:
                 partition.isr_change_pending = False
 
