@@ -51,7 +51,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def grow(cluster: ClusterUnderTest, have: int, want: int) -> None:
     """Topics scale-<i> of TOPIC_PARTITIONS partitions (RF=3) until ``want`` partitions exist."""
-    admin = cluster.admin()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "socket.timeout.ms": 300_000})  # a loaded machine
     new = [NewTopic(f"scale-{i}", TOPIC_PARTITIONS, 3) for i in range(have // TOPIC_PARTITIONS,
                                                                        want // TOPIC_PARTITIONS)]
     for future in admin.create_topics(new, request_timeout=120).values():

@@ -7,7 +7,10 @@ KIP-101/KIP-279's truncation into the fetch itself) makes the follower
 truncate its log to where it last agreed with the leader before it fetches
 on. Each fetcher keeps an incremental fetch session with its leader
 (fetch_session_handler.py): after the first request, only partitions whose
-position moved are named, and only those with news are answered.
+position moved are named, and only those with news are answered. The fetcher
+keeps each partition's request entry and rebuilds only those whose logs told
+it of a change (``Log.watchers``), so an idle fetch of thousands of
+partitions looks at none of them.
 """
 
 from __future__ import annotations
