@@ -74,7 +74,7 @@ class LogManager:
         # of the set of logs; a checkpoint taken at the current count is skipped (idle: no pass over the logs)
         self._changes = 0
         self._checkpointed_at = self._high_watermarks_at = -1
-        self._unflushed: set[TopicPartition] = set()  # logs appended to since their last flush pass
+        self._unflushed: set[TopicPartition] = set()  # logs flush.ms may have to flush (appended to since)
         # where each compacted log's dirty part begins (the log cleaner's progress)
         self.first_dirty_offsets: dict[TopicPartition, int] = {}
 
@@ -237,6 +237,7 @@ class LogManager:
             topic = self._topics.get(name)
             if topic is not None:
                 log.config = default_config.with_topic_configs(topic.configs)
+        self._unflushed.update(self._logs)  # flush.ms may apply now
 
     def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
         """Replace a topic's configs (AlterConfigs); its logs use them from the next write on."""
@@ -248,6 +249,7 @@ class LogManager:
             log = self._logs.get((name, partition))
             if log is not None:
                 log.config = config
+                self._unflushed.add((name, partition))  # flush.ms may apply now
         return altered
 
     def delete_topic(self, name: str) -> TopicMetadata:
@@ -384,7 +386,8 @@ class LogManager:
                 self._unflushed.discard(key)
                 continue
             flushed = log.flush_if_due(now_ms) or flushed
-            if log.recovery_point >= log.log_end_offset:
+            # flushed, or no flush.ms to wait for (flush.messages and the OS do it): until the next append
+            if log.recovery_point >= log.log_end_offset or log.config.flush_interval_ms is None:
                 self._unflushed.discard(key)
         self._write_checkpoint(force=flushed)
 
