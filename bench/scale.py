@@ -6,6 +6,7 @@ through each size in turn (topics of 1,000 partitions each, created in one Creat
 * waits until every partition has a leader and a full ISR (Metadata for all topics, polled);
 * idle CPU: each broker's CPU seconds per second (psutil) over --idle seconds with no client traffic;
 * Metadata from a real client (confluent-kafka's list_topics): all topics, and one topic, 5 times each;
+  and the broker's part of it: all topics over a bare connection to each broker, the answer not decoded;
 * the brokers' event-loop stalls meanwhile (from their moldau_event_loop_lag_seconds histograms: the bound
   the worst sample in each window stayed under);
 * with --profile, a py-spy recording of broker 1 over the idle window (summarized: where idle CPU goes).
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
+import struct
 import sys
 import tempfile
 import time
@@ -29,6 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.cluster import ClusterUnderTest, lag_histograms, load_average
 from bench.profile import Recording, summarize
 from bench.standalone import RESULTS
+from protocol.frames import encode_request
 
 TOPIC_PARTITIONS = 1000
 METADATA_TRIES = 5
@@ -50,12 +54,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def grow(cluster: ClusterUnderTest, have: int, want: int) -> None:
-    """Topics scale-<i> of TOPIC_PARTITIONS partitions (RF=3) until ``want`` partitions exist."""
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "socket.timeout.ms": 300_000})  # a loaded machine
-    new = [NewTopic(f"scale-{i}", TOPIC_PARTITIONS, 3) for i in range(have // TOPIC_PARTITIONS,
-                                                                       want // TOPIC_PARTITIONS)]
-    for future in admin.create_topics(new, request_timeout=120).values():
-        future.result(180)
+    """Topics scale-<i> of TOPIC_PARTITIONS partitions (RF=3), one CreateTopics each, until ``want``
+    partitions exist (on a loaded machine one request of 9,000 partitions outlasts a client's patience)."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "socket.timeout.ms": 300_000})
+    for i in range(have // TOPIC_PARTITIONS, want // TOPIC_PARTITIONS):
+        name = f"scale-{i}"
+        admin.create_topics([NewTopic(name, TOPIC_PARTITIONS, 3)], request_timeout=300)[name].result(360)
 
 
 def wait_full(cluster: ClusterUnderTest, partitions: int, timeout: float = 300) -> float:
@@ -104,6 +108,34 @@ def metadata_ms(bootstrap: str, topic: str | None) -> list[float]:
     return times
 
 
+def metadata_wire_ms(port: int) -> list[float]:
+    """Milliseconds from a Metadata v12 request for all topics to the last byte of its answer, on one
+    connection to one broker, not decoded: the broker's part of metadata_ms (the first may be made anew,
+    the rest kept answers)."""
+    times = []
+    with socket.create_connection(("127.0.0.1", port), 60) as sock:
+        for correlation_id in range(1, METADATA_TRIES + 1):
+            request = encode_request("Metadata", 12, correlation_id, "bench-scale", {
+                "topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+            started = time.perf_counter()
+            sock.sendall(request)
+            size = struct.unpack(">i", _read(sock, 4))[0]
+            _read(sock, size)
+            times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("the broker closed the connection")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
 def measure(cluster: ClusterUnderTest, partitions: int, args, out: Path) -> dict:
     row: dict = {"partitions": partitions, "load_average_before": load_average()}
     row["full_isrs_s"] = wait_full(cluster, partitions)
@@ -120,6 +152,7 @@ def measure(cluster: ClusterUnderTest, partitions: int, args, out: Path) -> dict
     bootstrap = f"127.0.0.1:{cluster.ports[1]}"
     row["metadata_all_ms"] = metadata_ms(bootstrap, None)
     row["metadata_one_ms"] = metadata_ms(bootstrap, "scale-0")
+    row["metadata_wire_ms"] = {node: metadata_wire_ms(port) for node, port in cluster.ports.items()}
     row["metadata_max_loop_lag_s"] = worst_lag(lags, lag_histograms(cluster))
     row["load_average_after"] = load_average()
     return row
@@ -142,12 +175,14 @@ def main(argv=None) -> int:
     (args.out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
     print(f"3 brokers, RF=3, one etcd; idle {args.idle:.0f} s; Metadata {METADATA_TRIES} tries (best, worst)")
     print(f"{'partitions':>10}{'load before':>16}{'idle cores per broker':>26}{'Metadata all, ms':>20}"
-          f"{'one topic, ms':>16}{'longest loop stall idle / Metadata, s':>40}")
+          f"{'one topic, ms':>16}{'wire, ms':>18}{'longest loop stall idle / Metadata, s':>40}")
     for r in rows:
         cores = " ".join(f"{c:.3f}" for c in r["idle_cores"].values())
         print(f"{r['partitions']:>10}{r['load_average_before']:>16}{cores:>26}"
               f"{min(r['metadata_all_ms']):>9.1f} {max(r['metadata_all_ms']):>9.1f}"
               f"{min(r['metadata_one_ms']):>7.1f} {max(r['metadata_one_ms']):>7.1f}"
+              f"{min(min(t) for t in r['metadata_wire_ms'].values()):>8.1f} "
+              f"{max(max(t) for t in r['metadata_wire_ms'].values()):>8.1f}"
               f"{max(r['idle_max_loop_lag_s'].values()):>20.3f} / {max(r['metadata_max_loop_lag_s'].values()):.3f}")
         if "profile" in r:
             print(r["profile"])
