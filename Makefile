@@ -88,6 +88,7 @@ bench: $(VENV)/.bench-deps
 	$(BIN)/python -m bench.compaction $(filter --quick,$(BENCH_ARGS))
 	$(BIN)/python -m bench.cluster $(filter --quick,$(BENCH_ARGS))
 	$(BIN)/python -m bench.tls $(filter --quick,$(BENCH_ARGS))
+	$(BIN)/python -m bench.scale $(filter --quick,$(BENCH_ARGS))
 
 # the Spark pipeline against a running broker (`make run`): `make pipeline-generate` produces input
 # events, `make pipeline` runs the streaming job until Ctrl-C; see `moldau pipeline run --help` for ARGS

@@ -311,16 +311,23 @@ def partition_count(cluster) -> dict:
             for node in cluster.metrics_ports if cluster.procs[node].poll() is None}
 
 
-def loop_stalls(cluster) -> dict:
-    """Per live broker, from its event-loop lag histogram (sampled every 0.5 s since it started): how many
-    samples were late by more than 0.1 s and 1 s, and the bucket bound the worst one stays under."""
+def lag_histograms(cluster) -> dict[int, list[tuple[float, float]]]:
+    """Per live broker, its event-loop lag histogram (sampled every 0.5 s since it started): (bound, cumulative
+    count) pairs of moldau_event_loop_lag_seconds."""
     found = {}
     for node in cluster.metrics_ports:
         if cluster.procs[node].poll() is not None:
             continue
-        text = scrape(cluster, node)
-        buckets = [(float(m[1]), float(m[2])) for m in re.finditer(
-            r'^moldau_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)', text, re.M)]
+        found[node] = [(float(m[1]), float(m[2])) for m in re.finditer(
+            r'^moldau_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)', scrape(cluster, node), re.MULTILINE)]
+    return found
+
+
+def loop_stalls(cluster) -> dict:
+    """Per live broker, from its event-loop lag histogram: how many samples were late by more than 0.1 s and
+    1 s, and the bucket bound the worst one stays under."""
+    found = {}
+    for node, buckets in lag_histograms(cluster).items():
         total = buckets[-1][1]
         below = {bound: count for bound, count in buckets}
         worst = next(bound for bound, count in buckets if count == total)

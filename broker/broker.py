@@ -13,7 +13,7 @@ from storage.log_manager import LogManager
 
 from . import faults
 from .cluster import stages
-from .cluster.metadata import NO_LEADER
+from .cluster.metadata import NO_LEADER, MetadataAnswers
 from .cluster.replica_manager import ReplicaManager
 from .cluster.store import LocalMetadataStore, MetadataStore
 from .config.broker_config import BrokerConfig, ConfigError
@@ -95,6 +95,7 @@ class Broker:
         self.txn_verifier = None  # a TransactionVerifier while serving: KIP-890's question to other brokers
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.idle_answers = IdleAnswers()  # sessionless fetches' answers for partitions with nothing new
+        self.metadata_answers = MetadataAnswers()  # encoded Metadata answers (handlers/metadata.py)
 
     @property
     def cluster_id(self) -> str:

@@ -24,14 +24,14 @@ from .admin import (
     topics,
     transactions,
 )
-from .network import descriptors
-from .cluster import stages
 from .admin import command as admin_command
+from .cluster import stages
 from .cluster.store import NodeIdInUse
 from .config.broker_config import BrokerConfig, ConfigError, describe_settings
 from .config.log_levels import apply_log_levels, log_levels_problem
 from .console import child as console_child
 from .console import command as console
+from .network import descriptors
 
 log = logging.getLogger("moldau")
 

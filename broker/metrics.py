@@ -19,11 +19,11 @@ from collections import Counter
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, SummaryMetricFamily
 
-from storage import clock
 from broker.errors import ErrorCode
-from protocol.codec import Encoded
 from broker.share import metrics as share_metrics
 from broker.transaction.metadata import TransactionState
+from protocol.codec import Encoded
+from storage import clock
 
 log = logging.getLogger("moldau.metrics")
 

@@ -25,6 +25,7 @@ from typing import Awaitable, Callable
 from prometheus_client.core import CounterMetricFamily
 
 from storage import clock
+
 from . import faults
 
 log = logging.getLogger("moldau.supervisor")

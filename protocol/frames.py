@@ -115,6 +115,21 @@ def encode_request(api_name: str, version: int, correlation_id: int, client_id: 
     return _SIZE.pack(len(data)) + data
 
 
+class Encoded(dict):
+    """A response body encoded once, to be sent many times (Metadata of thousands of partitions). As a dict
+    it holds only throttle_time_ms (when ``throttled``: the body's first field, encoded as 0), which the
+    sender may raise; ``data`` is the encoded body."""
+
+    def __init__(self, data: bytes, throttled: bool) -> None:
+        super().__init__({"throttle_time_ms": 0} if throttled else {})
+        self.data = data
+
+
+def encode_body(api_name: str, version: int, body: dict, throttled: bool) -> Encoded:
+    """``body`` encoded once (its throttle_time_ms, the first field if ``throttled``, must be 0)."""
+    return Encoded(codec.encode_bytes(api_name + "Response", version, body), throttled)
+
+
 def response_chunks(api_name: str, version: int, correlation_id: int, body: dict) -> list:
     """A response frame as a list of buffers (large record sets stay uncopied)."""
     w = codec.Writer()
@@ -122,7 +137,13 @@ def response_chunks(api_name: str, version: int, correlation_id: int, body: dict
     # ApiVersions responses keep header v0 so any client can read them
     if api_name != "ApiVersions" and codec.is_flexible(api_name + "Response", version):
         w.buf.append(0)
-    codec.encode(api_name + "Response", version, body, w)
+    if isinstance(body, Encoded):
+        start = len(w.buf)
+        w.buf += body.data
+        if body:
+            _SIZE.pack_into(w.buf, start, body["throttle_time_ms"])
+    else:
+        codec.encode(api_name + "Response", version, body, w)
     chunks = w.chunks()
     _SIZE.pack_into(chunks[0], 0, sum(map(len, chunks)) - 4)
     return chunks

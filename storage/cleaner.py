@@ -35,7 +35,6 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage import clock
 from protocol.records import (
     HEADER_SIZE,
     NO_PRODUCER_ID,
@@ -43,6 +42,7 @@ from protocol.records import (
     iter_records,
     read_header,
 )
+from storage import clock
 from storage.log import CLEANED_SUFFIX, Log
 from storage.log_manager import LogManager
 from storage.segment import BATCH_CHUNK, LogSegment, whole_batches_length

@@ -10,7 +10,7 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Callable, Iterator
 
-from storage import clock
+from protocol.errors import CorruptRecord
 from protocol.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
@@ -25,7 +25,7 @@ from protocol.records import (
     set_leader_epoch,
     set_log_append_time,
 )
-from protocol.errors import CorruptRecord
+from storage import clock
 from storage.config import LogConfig
 from storage.errors import CorruptIndex, InconsistentMetadata, OffsetOutOfRange, RecordBatchTooLarge
 from storage.files import decode_uuid, encode_uuid, fsync_dir, read_key_values, write_key_values

@@ -7,6 +7,7 @@ import logging
 import shutil
 import types
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
@@ -69,6 +70,11 @@ class LogManager:
         self._creating: set[str] = set()  # topics whose logs are being made (create_topic_steps)
         self._checkpointed_starts: dict[TopicPartition, int] = {}
         self._checkpointed_high_watermarks: dict[TopicPartition, int] = {}
+        # changes of any log (its watchers: an append, a moved high watermark or log start, a truncation) and
+        # of the set of logs; a checkpoint taken at the current count is skipped (idle: no pass over the logs)
+        self._changes = 0
+        self._checkpointed_at = self._high_watermarks_at = -1
+        self._unflushed: set[TopicPartition] = set()  # logs flush.ms may have to flush (appended to since)
         # where each compacted log's dirty part begins (the log cleaner's progress)
         self.first_dirty_offsets: dict[TopicPartition, int] = {}
 
@@ -163,7 +169,7 @@ class LogManager:
             topic_id=topic.topic_id,
             on_segment_recovered=recovery.segment_recovered if recovery else None,
         )
-        self._logs[key] = log
+        self._list_logs({key: log})
         if log.repair_summary:
             repairs.append(log.repair_summary)
 
@@ -231,6 +237,7 @@ class LogManager:
             topic = self._topics.get(name)
             if topic is not None:
                 log.config = default_config.with_topic_configs(topic.configs)
+        self._unflushed.update(self._logs)  # flush.ms may apply now
 
     def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
         """Replace a topic's configs (AlterConfigs); its logs use them from the next write on."""
@@ -242,6 +249,7 @@ class LogManager:
             log = self._logs.get((name, partition))
             if log is not None:
                 log.config = config
+                self._unflushed.add((name, partition))  # flush.ms may apply now
         return altered
 
     def delete_topic(self, name: str) -> TopicMetadata:
@@ -255,6 +263,7 @@ class LogManager:
         topic = self._require(name)
         self._commit(delete=[name])
         logs = [self._logs.pop((name, p), None) for p in range(topic.num_partitions)]
+        self._changes += 1
         self._creating.add(name)
         try:
             for i, log in enumerate(filter(None, logs), 1):
@@ -307,7 +316,18 @@ class LogManager:
         topics = {n: t for n, t in self._topics.items() if n not in delete}
         topics.update((t.name, t) for t in put)
         self._set_topics(topics)
-        self._logs.update(logs or {})
+        self._list_logs(logs or {})
+
+    def _list_logs(self, logs: dict[TopicPartition, Log]) -> None:
+        for key, log in logs.items():
+            log.watchers[self] = partial(self._changed, key)
+        self._logs.update(logs)
+        self._unflushed.update(logs)
+        self._changes += 1
+
+    def _changed(self, key: TopicPartition) -> None:
+        self._changes += 1
+        self._unflushed.add(key)
 
     def _compact_catalog(self) -> None:
         """Fold the catalog's journal into a new snapshot (at startup and clean shutdown)."""
@@ -320,7 +340,7 @@ class LogManager:
 
     def _create_logs(self, topic: TopicMetadata, partitions: Iterable[int]) -> None:
         """Logs for partitions the catalog already lists (found missing at startup)."""
-        self._logs.update(_run(self._new_logs(topic, partitions)))
+        self._list_logs(_run(self._new_logs(topic, partitions)))
 
     def _new_logs(self, topic: TopicMetadata, partitions: Iterable[int]) -> Iterator[None]:
         """Make the partitions' logs, yielding every CREATE_STEP; returns them (not yet listed), or on
@@ -357,17 +377,30 @@ class LogManager:
         return types.MappingProxyType(self._logs)
 
     def flush_if_due(self, now_ms: int) -> None:
-        """Apply every log's flush.ms; checkpoint recovery points that moved (also by flush.messages)."""
-        for log in self._logs.values():
-            log.flush_if_due(now_ms)
-        self._write_checkpoint()
+        """Apply flush.ms to the logs appended to since; checkpoint recovery points that moved (also by
+        flush.messages)."""
+        flushed = False
+        for key in list(self._unflushed):
+            log = self._logs.get(key)
+            if log is None:
+                self._unflushed.discard(key)
+                continue
+            flushed = log.flush_if_due(now_ms) or flushed
+            # flushed, or no flush.ms to wait for (flush.messages and the OS do it): until the next append
+            if log.recovery_point >= log.log_end_offset or log.config.flush_interval_ms is None:
+                self._unflushed.discard(key)
+        self._write_checkpoint(force=flushed)
 
     def flush_all(self) -> None:
         for log in self._logs.values():
             log.flush()
-        self._write_checkpoint()
+        self._write_checkpoint(force=True)
 
-    def _write_checkpoint(self) -> None:
+    def _write_checkpoint(self, force: bool = True) -> None:
+        """Recovery points and log starts that moved; unless ``force``d, only if some log changed since."""
+        if not force and self._checkpointed_at == self._changes:
+            return
+        self._checkpointed_at = self._changes
         points = {key: log.recovery_point for key, log in self._logs.items()}
         if points != self._checkpointed:
             write_offset_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT, points)
@@ -392,7 +425,11 @@ class LogManager:
         return repairs
 
     def checkpoint_high_watermarks(self) -> None:
-        """Persist the high watermarks that moved (Kafka's replication-offset-checkpoint)."""
+        """Persist the high watermarks that moved (Kafka's replication-offset-checkpoint); nothing to look at
+        if no log changed since the last time."""
+        if self._high_watermarks_at == self._changes:
+            return
+        self._high_watermarks_at = self._changes
         marks = {key: log.high_watermark for key, log in self._logs.items()}
         if marks != self._checkpointed_high_watermarks:
             write_offset_checkpoint(self.log_dir / HIGH_WATERMARK_CHECKPOINT, marks)

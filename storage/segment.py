@@ -7,8 +7,8 @@ import struct
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from protocol.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, check_batch, next_offset_at, read_header
 from protocol.errors import CorruptRecord
+from protocol.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, check_batch, next_offset_at, read_header
 from storage.errors import CorruptIndex
 from storage.handles import FileHandle
 from storage.index import OffsetIndex, TimeIndex

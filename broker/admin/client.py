@@ -34,9 +34,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from storage import clock
 from protocol import codec
 from protocol.frames import API_KEYS
+from storage import clock
 
 from ..cluster.client_security import ClientSecurity
 from ..cluster.network import BrokerConnection

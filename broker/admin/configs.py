@@ -14,8 +14,15 @@ from __future__ import annotations
 import re
 
 from . import command
-from .client import (CONFIG_BROKER, CONFIG_TOPIC, MATCH_DEFAULT, MATCH_EXACT, MATCH_SPECIFIED,
-                     SCRAM_MECHANISMS, AdminClient)
+from .client import (
+    CONFIG_BROKER,
+    CONFIG_TOPIC,
+    MATCH_DEFAULT,
+    MATCH_EXACT,
+    MATCH_SPECIFIED,
+    SCRAM_MECHANISMS,
+    AdminClient,
+)
 from .command import UsageError
 
 TOOL = "configs"

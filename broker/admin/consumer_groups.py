@@ -13,8 +13,7 @@ import sys
 
 from ..errors import ErrorCode
 from . import command
-from .client import (EARLIEST, LATEST, AdminClient, GroupDescription, KafkaError, PartitionLag, error_name,
-                     group_type)
+from .client import EARLIEST, LATEST, AdminClient, GroupDescription, KafkaError, PartitionLag, error_name, group_type
 from .command import UsageError
 
 TOOL = "consumer-groups"

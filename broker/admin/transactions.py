@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from storage import clock
+
 from ..errors import ErrorCode
 from . import command
 from .client import AdminClient, AdminError, KafkaError

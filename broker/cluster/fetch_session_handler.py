@@ -13,6 +13,8 @@ old session on the leader and opens a new one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from broker.errors import ErrorCode
 from broker.fetch.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 
@@ -23,15 +25,23 @@ class FetchSessionHandler:
         self.epoch = INITIAL_EPOCH
         self._sent: dict[tuple, dict] = {}  # (topic id, partition) -> what the leader's session holds for it
 
-    def build(self, wanted: dict[tuple, dict]) -> dict:
-        """The session fields of the next request for ``wanted`` ((topic id, partition) -> its request entry):
-        session_id, session_epoch, topics, forgotten_topics_data."""
+    def build(self, wanted: Mapping[tuple, dict], touched: Iterable[tuple]) -> dict:
+        """The session fields of the next request for ``wanted`` ((topic id, partition) -> its request entry),
+        given the keys whose entries may have changed (or gone) since the last build: session_id,
+        session_epoch, topics, forgotten_topics_data. An incremental request costs what changed, not the
+        session's size."""
         if self.epoch == INITIAL_EPOCH:
             named, forgotten = wanted, []
+            self._sent = dict(wanted)
         else:
-            named = {key: want for key, want in wanted.items() if self._sent.get(key) != want}
-            forgotten = [key for key in self._sent if key not in wanted]
-        self._sent = wanted
+            named, forgotten = {}, []
+            for key in touched:
+                want = wanted.get(key)
+                if want is None:
+                    if self._sent.pop(key, None) is not None:
+                        forgotten.append(key)
+                elif self._sent.get(key) != want:
+                    named[key] = self._sent[key] = want
         return {"session_id": self.session_id, "session_epoch": self.epoch,
                 "topics": _by_topic((key[0], want) for key, want in named.items()),
                 "forgotten_topics_data": _by_topic(forgotten)}

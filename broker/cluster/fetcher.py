@@ -7,13 +7,17 @@ KIP-101/KIP-279's truncation into the fetch itself) makes the follower
 truncate its log to where it last agreed with the leader before it fetches
 on. Each fetcher keeps an incremental fetch session with its leader
 (fetch_session_handler.py): after the first request, only partitions whose
-position moved are named, and only those with news are answered.
+position moved are named, and only those with news are answered. The fetcher
+keeps each partition's request entry and rebuilds only those whose logs told
+it of a change (``Log.watchers``), so an idle fetch of thousands of
+partitions looks at none of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 
 from broker.cluster import stages
 from broker.errors import ErrorCode
@@ -49,11 +53,13 @@ class ReplicaFetcherManager:
         old = self.leader_of.get(key)
         if old is not None and old != leader:
             self.partitions[old].pop(key, None)
+            self._changed(old, key)
         self.leader_of[key] = leader
         if leader not in self.partitions:
             self.partitions[leader] = {}
             self.broker.supervisor.start(fetcher_name(leader), lambda: self._fetch_from(leader))
         self.partitions[leader][key] = partition
+        self._changed(leader, key)
         if leader in self.fetchers:
             self.fetchers[leader].wake.set()
 
@@ -61,15 +67,20 @@ class ReplicaFetcherManager:
         leader = self.leader_of.pop(key, None)
         if leader is not None:
             self.partitions[leader].pop(key, None)
+            self._changed(leader, key)
             if leader in self.fetchers:
                 self.fetchers[leader].lag.pop(key, None)
+
+    def _changed(self, leader: int, key: tuple[str, int]) -> None:
+        if leader in self.fetchers:
+            self.fetchers[leader].dirty.add(key)
 
     async def _fetch_from(self, leader: int) -> None:
         fetcher = self.fetchers[leader] = ReplicaFetcher(self.broker, leader, self.partitions[leader])
         try:
             await fetcher.run()
         finally:
-            fetcher.connection.close()
+            fetcher.close()
 
     def max_lag(self) -> int:
         """Records the most lagging partition fetched here is behind its leader's high watermark (Kafka's
@@ -84,7 +95,7 @@ class ReplicaFetcherManager:
         for leader in self.partitions:
             self.broker.supervisor.stop(fetcher_name(leader))
         for fetcher in self.fetchers.values():
-            fetcher.connection.close()
+            fetcher.close()
 
 
 def fetcher_name(leader: int) -> str:
@@ -99,6 +110,14 @@ class ReplicaFetcher:
         self.lag: dict[tuple[str, int], int] = {}  # records behind the leader's high watermark, after each fetch
         self.wake = asyncio.Event()
         self.session = FetchSessionHandler()
+        # each partition's request entry, keyed by the session's (topic id, partition), and the fetch state it
+        # was made from; the partitions whose entries may be out of date (their logs tell: an append, a
+        # truncation, a new leadership state, a log start moved), so an idle fetch rebuilds none of them
+        self.entries: dict[tuple[str, int], tuple[tuple, dict, tuple]] = {}
+        self.wanted: dict[tuple, dict] = {}
+        self.dirty: set[tuple[str, int]] = set(partitions)
+        self._watched: dict[tuple[str, int], object] = {}
+        self._max_bytes = None
         self.connection = BrokerConnection(f"moldau-replica-fetcher-{broker.node_id}", broker.store.client_security)
         # the shutdown sets it too: a cancellation can be lost (one arriving as an awaited call completes), and a
         # fetcher that goes on fetching from a live leader would keep the shutdown waiting for its task
@@ -114,7 +133,7 @@ class ReplicaFetcher:
                 await self.wake.wait()
                 continue
             leader = self.broker.store.cache.brokers.get(self.leader_id)
-            request, sent = self._request(wait_ms, config["replica.fetch.max.bytes"]) if leader else (None, {})
+            request = self._request(wait_ms, config["replica.fetch.max.bytes"]) if leader else None
             if request is None:
                 await clock.sleep(RETRY_BACKOFF_S)
                 continue
@@ -134,23 +153,50 @@ class ReplicaFetcher:
             failing = False
             if delay := self.broker.slow_disk.delay_s():
                 await clock.sleep(delay)
-            if self._handle(response, sent):
+            if self._handle(response):
                 await clock.sleep(RETRY_BACKOFF_S)  # errors: wait for the metadata to move on
 
-    def _request(self, wait_ms: int, max_bytes: int) -> tuple[dict | None, dict]:
-        """The next Fetch request, and each partition's fetch state it was made from."""
-        wanted: dict = {}
-        sent = {}
+    def close(self) -> None:
+        for log_ in self._watched.values():
+            log_.watchers.pop(self, None)
+        self._watched.clear()
+        self.connection.close()
+
+    def _watch(self, key: tuple[str, int], log_) -> None:
+        old = self._watched.pop(key, None)
+        if old is not None and old is not log_:
+            old.watchers.pop(self, None)
+        if log_ is not None:
+            log_.watchers[self] = partial(self.dirty.add, key)
+            self._watched[key] = log_
+
+    def _refresh(self, max_bytes: int) -> set[tuple]:
+        """Rebuild the entries of the dirty partitions; the session keys whose entries changed or went."""
+        if max_bytes != self._max_bytes:  # replica.fetch.max.bytes changed: every entry says it
+            self._max_bytes = max_bytes
+            self.dirty.update(self.entries, self.partitions)
+        touched = set()
         trace = stages.on()
-        for key, partition in self.partitions.items():
-            topic = self.broker.logs.topic(key[0])
+        dirty = list(self.dirty)
+        self.dirty.clear()  # (cleared, not replaced: the logs' watchers add to this set)
+        for key in dirty:
+            old = self.entries.pop(key, None)
+            if old is not None:
+                touched.add(old[0])
+                del self.wanted[old[0]]
+            partition = self.partitions.get(key)
+            topic = self.broker.logs.topic(key[0]) if partition is not None else None
             if topic is None:
+                self._watch(key, None)
+                if partition is not None:
+                    self.dirty.add(key)  # not known here yet: asked again at the next fetch
                 continue
             log_ = partition.log
-            sent[key] = _fetch_state(partition)
+            self._watch(key, log_)
             if trace:
                 stages.mark("fetch-sent", key[0], key[1], log_.log_end_offset)
-            wanted[(topic.topic_id, key[1])] = {
+            session_key = (topic.topic_id, key[1])
+            entry = {
                 "partition": key[1],
                 "current_leader_epoch": partition.leader_epoch,
                 "fetch_offset": log_.log_end_offset,
@@ -158,8 +204,16 @@ class ReplicaFetcher:
                 "log_start_offset": log_.log_start_offset,
                 "partition_max_bytes": max_bytes,
             }
-        if not wanted:
-            return None, sent
+            self.entries[key] = (session_key, entry, _fetch_state(partition))
+            self.wanted[session_key] = entry
+            touched.add(session_key)
+        return touched
+
+    def _request(self, wait_ms: int, max_bytes: int) -> dict | None:
+        """The next Fetch request (None if there is nothing to fetch here)."""
+        touched = self._refresh(max_bytes)
+        if not self.wanted:
+            return None
         return {
             "cluster_id": None,
             "replica_id": -1,
@@ -168,11 +222,11 @@ class ReplicaFetcher:
             "min_bytes": 1,
             "max_bytes": 10 * max_bytes,
             "isolation_level": 0,
-            **self.session.build(wanted),
+            **self.session.build(self.wanted, touched),
             "rack_id": "",
-        }, sent
+        }
 
-    def _handle(self, response: dict, sent: dict) -> bool:
+    def _handle(self, response: dict) -> bool:
         """Apply a fetch response; True if it or a partition answered with an error. A partition whose
         answer is not applied as sent (dropped, an error, a truncation) gets a FULL request next, so the
         leader's session tells everything about it again (its high watermark too)."""
@@ -194,7 +248,8 @@ class ReplicaFetcher:
                     continue  # no longer fetched from here: the next request forgets it
                 # the partition moved on while the request was out (a new leader epoch, a truncation, a
                 # role change and back): the answer is to a question no longer asked (as Kafka drops it)
-                if sent.get(key) != _fetch_state(partition):
+                if key in self.dirty and (key not in self.entries or
+                                          self.entries[key][2] != _fetch_state(partition)):
                     clean = False
                     continue
                 applied, failed = self._apply(partition, p, now)

@@ -13,6 +13,7 @@ import random
 from dataclasses import dataclass, field, replace
 
 NO_LEADER = -1
+KEPT_ANSWERS = 64  # encoded Metadata answers kept, for as many (version, listener, topic set, flags)
 
 
 class InvalidReplicationFactor(ValueError):
@@ -106,19 +107,76 @@ class PartitionState:
         return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr), unclean=unclean)
 
 
-@dataclass
-class MetadataCache:
-    """What this broker knows of the cluster; the store keeps it current."""
+class _Revised(dict):
+    """The partition states: each change counts one revision of its owner (a dict replaced whole too)."""
 
-    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
-    controller_id: int = NO_LEADER
-    partitions: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+    __slots__ = ("owner",)
+
+    def __init__(self, owner: "MetadataCache", items=()) -> None:
+        super().__init__(items)
+        self.owner = owner
+
+    def _changed(self) -> None:
+        self.owner.revision += 1
+
+
+def _revising(method):
+    def changing(self, *args, **kwargs):
+        self._changed()
+        return method(self, *args, **kwargs)
+    return changing
+
+
+for _name in ("__setitem__", "__delitem__", "pop", "popitem", "clear", "update", "setdefault", "__ior__"):
+    setattr(_Revised, _name, _revising(getattr(dict, _name)))
+
+
+class MetadataCache:
+    """What this broker knows of the cluster; the store keeps it current. ``revision`` counts the changes of
+    the partition states, so what is derived from them (encoded Metadata answers) knows when it is stale."""
+
+    def __init__(self, brokers: dict[int, BrokerInfo] | None = None, controller_id: int = NO_LEADER,
+                 partitions: dict[tuple[str, int], PartitionState] | None = None) -> None:
+        self.brokers: dict[int, BrokerInfo] = brokers or {}
+        self.controller_id = controller_id
+        self.revision = 0
+        self._partitions = _Revised(self, partitions or {})
+
+    @property
+    def partitions(self) -> dict[tuple[str, int], PartitionState]:
+        return self._partitions
+
+    @partitions.setter
+    def partitions(self, states: dict[tuple[str, int], PartitionState]) -> None:
+        self._partitions = _Revised(self, states)
+        self.revision += 1
 
     def live_brokers(self) -> list[BrokerInfo]:
         return [self.brokers[i] for i in sorted(self.brokers)]
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         return self.partitions.get((topic, partition))
+
+
+class MetadataAnswers:
+    """Encoded Metadata answers (handlers/metadata.py), each kept with what it was made from: one is given
+    back only while that is unchanged. At most KEPT_ANSWERS (the oldest goes first)."""
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple, tuple[tuple, bytes]] = {}
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    def get(self, key: tuple, made_from: tuple) -> bytes | None:
+        kept = self._answers.get(key)
+        return kept[1] if kept is not None and kept[0] == made_from else None
+
+    def put(self, key: tuple, made_from: tuple, answer: bytes) -> None:
+        self._answers.pop(key, None)
+        if len(self._answers) >= KEPT_ANSWERS:
+            del self._answers[next(iter(self._answers))]
+        self._answers[key] = (made_from, answer)
 
 
 def assign_replicas(broker_ids: list[int], num_partitions: int, replication_factor: int,

@@ -40,6 +40,16 @@ class FollowerState:
     last_caught_up_ms: int = 0  # last time it had all the leader had (Kafka's lastCaughtUpTime)
     last_fetch_ms: int = 0
     leader_end_at_last_fetch: int = 0
+    # (fetch session, its key of the partition) while the follower is caught up and the partition unchanged
+    # since: the session's fetches count as caught-up fetches of it, with no per-partition update each time
+    settled_in: tuple | None = None
+
+    def caught_up_ms(self) -> int:
+        if self.settled_in is not None:
+            session, key = self.settled_in
+            if key in session.partitions:
+                return max(self.last_caught_up_ms, session.fetch_ms)
+        return self.last_caught_up_ms
 
 
 class Partition:
@@ -103,14 +113,21 @@ class Partition:
                         self.topic, self.index, state.leader_epoch, self.log.log_end_offset)
         self.maybe_advance_high_watermark()
 
-    def follower_fetched(self, replica_id: int, fetch_offset: int) -> None:
+    def follower_fetched(self, replica_id: int, fetch_offset: int, settled_in: tuple | None = None) -> None:
         """A follower's fetch at ``fetch_offset``: it holds everything below it. A fetch past this log's end
-        (a tail the follower has not truncated yet) is answered OFFSET_OUT_OF_RANGE and tells nothing."""
+        (a tail the follower has not truncated yet) is answered OFFSET_OUT_OF_RANGE and tells nothing.
+        ``settled_in``: the follower's fetch session and its key of this partition, if it has one."""
         follower = self.followers.get(replica_id)
         if follower is None or fetch_offset > self.log.log_end_offset:
             return
         now = clock.monotonic_ms()
         leader_end = self.log.log_end_offset
+        if follower.settled_in is not None and follower.settled_in == settled_in:
+            # the session's fetches since the last look were caught-up fetches of this partition: the one
+            # before this is the latest (a change since would have had this partition looked at then)
+            follower.last_caught_up_ms = follower.last_fetch_ms = max(follower.last_fetch_ms,
+                                                                      settled_in[0].previous_fetch_ms)
+        follower.settled_in = settled_in if fetch_offset >= leader_end else None
         if fetch_offset >= leader_end:
             follower.last_caught_up_ms = now
         elif fetch_offset >= follower.leader_end_at_last_fetch:
@@ -130,7 +147,7 @@ class Partition:
 
     def lagging_isr_members(self, max_lag_ms: int) -> list[int]:
         now = clock.monotonic_ms()
-        return [r for r in self.state.isr if r in self.followers and now - self.followers[r].last_caught_up_ms > max_lag_ms]
+        return [r for r in self.state.isr if r in self.followers and now - self.followers[r].caught_up_ms() > max_lag_ms]
 
     def maybe_advance_high_watermark(self) -> None:
         if not self.is_leader:
@@ -456,6 +473,8 @@ class ReplicaManager:
         except Exception as exc:  # noqa: BLE001 -- etcd unreachable, written or not: proposed again later
             log.warning("ISR change of %d partition(s) failed (%s-%d first): %s", len(changes), changes[0][0].topic,
                         changes[0][0].index, exc)
+            for partition, _, _ in changes:
+                partition.log.notify_watchers()  # a follower's session looks at it again, even if idle
         finally:
             for partition, _, _ in changes:
                 partition.isr_change_pending = False

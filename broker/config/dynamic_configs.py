@@ -32,10 +32,10 @@ from storage.config import BOOLEAN, DOUBLE, INT, LIST, LONG, LONG_MAX, SHORT, ST
 from storage.errors import InvalidConfig
 from storage.files import atomic_write
 
-from .broker_config import _BY_NAME, LISTENER_PREFIX, SETTINGS, ConfigError
-from ..network.connection_quotas import parse_overrides
 from ..errors import ErrorCode
+from ..network.connection_quotas import parse_overrides
 from ..network.listeners import advertised_listeners_problem
+from .broker_config import _BY_NAME, LISTENER_PREFIX, SETTINGS, ConfigError
 from .topic_configs import APPEND, DELETE, SET, SUBTRACT, config_list, list_changed
 
 log = logging.getLogger("moldau.broker_configs")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from protocol.records import CONTROL_ABORT, iter_records, read_control_marker, scan_batches
 from protocol.errors import CorruptRecord
+from protocol.records import CONTROL_ABORT, iter_records, read_control_marker, scan_batches
 
 from ..admin.client import EARLIEST, LATEST
 from .client import ConsoleClient

@@ -11,8 +11,17 @@ from dataclasses import dataclass, field
 
 from ..admin import transactions
 from ..admin.client import (
-    CONFIG_TOPIC, EARLIEST, LATEST, OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES, AclBinding, AdminError,
-    KafkaError, group_type,
+    CONFIG_TOPIC,
+    EARLIEST,
+    LATEST,
+    OPERATIONS,
+    PATTERN_TYPES,
+    PERMISSIONS,
+    RESOURCE_TYPES,
+    AclBinding,
+    AdminError,
+    KafkaError,
+    group_type,
 )
 from ..errors import ErrorCode
 from ..security.scram_credentials import MECHANISM_BY_TYPE

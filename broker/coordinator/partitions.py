@@ -18,8 +18,8 @@ import inspect
 import logging
 from typing import Awaitable, Callable, Iterator, TypeVar, Union
 
-from storage import clock
 from protocol.records import BatchHeader, read_header
+from storage import clock
 from storage.errors import InvalidProducerEpoch, RecordBatchTooLarge
 from storage.log import Log
 

@@ -18,8 +18,11 @@ state, the log deleted), and those whose last answer was not final (an error,
 records the client has not moved past yet); of those it reads the ones whose
 client is not at the end it was told. The others are answered by omission,
 as Kafka's would be, so an incremental fetch costs what its news costs, not
-the session's size. A follower's session still checks every
-partition: each fetch records the follower's position in all of them.
+the session's size. A follower's session works the same way: a partition it
+has caught up in and that has not changed since is not looked at again, and
+the leader counts each fetch of the session as a fetch of it
+(``fetch_ms``: the follower stays caught up there without a per-partition
+update; replica_manager.py's FollowerState.settled_in).
 
 The cache holds ``max.incremental.fetch.session.cache.slots`` sessions. A new
 one takes the slot of a session unused for two minutes, or else of the least
@@ -37,6 +40,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from functools import partial
 
+from storage import clock
 from storage.log import Log
 from storage.log_manager import LogManager
 
@@ -98,6 +102,8 @@ class FetchSession:
         self.uses_topic_ids = uses_topic_ids
         self.creation_ms = now_ms
         self.last_used_ms = now_ms
+        # a follower's session: when its latest and the fetch before began (monotonic ms, as the ISR checks)
+        self.fetch_ms = self.previous_fetch_ms = clock.monotonic_ms()
         self.epoch = next_epoch(INITIAL_EPOCH)
         self._order = 0
         for cached in partitions.values():
@@ -143,7 +149,7 @@ class FetchSession:
         if old is not None:
             old.watchers.pop(self, None)
             del self._watched[key]
-        if log_ is not None and not self.privileged:
+        if log_ is not None:
             log_.watchers[self] = partial(self.changed.add, key)
             self._watched[key] = log_
 
@@ -159,7 +165,7 @@ class FetchSession:
             cached.order = self._next_order()
             del self.partitions[key]
             self.partitions[key] = cached
-        if cached.settled(data):
+        if cached.settled(data) and not self.privileged:  # a follower's settles in to_read (its log end)
             self.changed.discard(key)
         else:
             self.changed.add(key)
@@ -256,6 +262,11 @@ class FetchContext:
         self._uses_topic_ids = uses_topic_ids
 
     @property
+    def session(self) -> FetchSession | None:
+        """The incremental session this fetch belongs to."""
+        return self._session
+
+    @property
     def topics(self) -> Set:
         """The topics of the fetch's partitions (as the request names them)."""
         if self._session is not None:
@@ -266,7 +277,7 @@ class FetchContext:
         """The partitions that may need an answer: all but those of a client's session that settled and
         whose logs have not changed since, in the session's order."""
         session = self._session
-        if session is None or session.privileged:
+        if session is None:
             return self.partitions
         cached = session.partitions
         keys = sorted(session.changed, key=lambda key: cached[key].order)
@@ -314,10 +325,13 @@ class FetchContext:
                       for key, data in found.items()}
             session_id = self._cache.maybe_create(now_ms, self._privileged, cached, self._uses_topic_ids)
             session = self._cache.get(session_id)
-            if session is not None and not session.privileged:
+            if session is not None:
+                # a follower's partitions are all looked at again by its first incremental fetch, which tells
+                # the leader it fetched them within this session
                 for key, data in found.items():
                     session.watch(key, partition_log(logs, key, self.partitions[key].topic_name))
-                    session.answered(key, cached[key], data)
+                    if not session.privileged:
+                        session.answered(key, cached[key], data)
             return session_id, found
         return INVALID_SESSION_ID, found
 
@@ -343,5 +357,6 @@ def new_context(cache: FetchSessionCache, session_id: int, epoch: int, wanted: d
         cache.remove(session.id)
         return FetchContext(wanted)
     cache.touch(session, now_ms)
+    session.previous_fetch_ms, session.fetch_ms = session.fetch_ms, clock.monotonic_ms()
     session.epoch = next_epoch(session.epoch)
     return FetchContext(SessionRequests(session.partitions), session=session)

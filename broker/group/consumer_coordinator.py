@@ -25,10 +25,10 @@ import re._parser as re_parser
 import uuid
 from collections import Counter
 
-from storage import clock
 from broker.coordinator.partitions import Pending, then
 from broker.coordinator.record_fields import RecordFormatError
 from broker.errors import ErrorCode
+from storage import clock
 
 from . import consumer_records as records
 from .assignors import ASSIGNORS, Assignment, AssignmentSpec

@@ -11,8 +11,6 @@ encoded with the protocol codec. A null value is a tombstone. Record type 4
 
 from __future__ import annotations
 
-
-
 from . import coordinator_records
 from .assignors import Assignment
 from .consumer_group import ConsumerGroup, ConsumerMember, Current, MemberState

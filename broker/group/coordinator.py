@@ -27,9 +27,9 @@ import logging
 import uuid
 from typing import Awaitable, Callable, Union
 
-from storage import clock
 from broker.coordinator.partitions import OwnedPartitions, Pending, then
 from broker.errors import ErrorCode
+from storage import clock
 
 from ..coordinator.internal_topics import OFFSETS_TOPIC
 from . import consumer_records, records

@@ -13,12 +13,11 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
-from storage import clock
 from broker.coordinator import partitions as coordinator_partitions
 from broker.coordinator.internal_topics import OFFSETS_TOPIC, open_internal_topic, partition_for
 from broker.errors import ErrorCode
-from protocol.errors import CorruptRecord
 from broker.share import records as share_records
+from protocol.errors import CorruptRecord
 from protocol.records import (
     CONTROL_COMMIT,
     BatchHeader,
@@ -27,6 +26,7 @@ from protocol.records import (
     iter_records,
     read_control_marker,
 )
+from storage import clock
 from storage.log_manager import LogManager
 
 from . import consumer_records, records

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
-from storage import clock
 from broker.errors import ErrorCode
+from storage import clock
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 UNKNOWN_MEMBER_ID = ""

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from broker.cluster import stages
 from broker.errors import ErrorCode
 from broker.fetch.delayed_fetch import DelayedFetch
-from broker.fetch.fetch_session import FINAL_EPOCH, FetchContext, new_context
+from broker.fetch.fetch_session import FINAL_EPOCH, FetchContext, FetchSession, new_context
 from broker.fetch.log_read import (
     FOLLOWER,
     READ_COMMITTED,
@@ -81,12 +81,13 @@ def diverging_epoch(log_, last_fetched_epoch: int, fetch_offset: int) -> dict | 
     return {"epoch": epoch, "end_offset": end}
 
 
-def leadership_answers(broker, partitions: Mapping[TopicPartition, FetchPartition],
-                       replica_id: int) -> dict[TopicPartition, PartitionData]:
+def leadership_answers(broker, partitions: Mapping[TopicPartition, FetchPartition], replica_id: int,
+                       session: FetchSession | None = None) -> dict[TopicPartition, PartitionData]:
     """The answers of partitions not to read: not led here, a current_leader_epoch that is not the
     leader's, a follower whose log diverged. A follower's fetch of the others tells the leader its log end:
-    every partition of its session, named in this request or not (as Kafka's leader does), or an idle
-    follower would fall out of the ISR."""
+    every partition of its session that may have news, named in this request or not (as Kafka's leader
+    does for all of them); those it caught up in and that did not change since count as fetched with each
+    fetch of the ``session`` (replica_manager.py's FollowerState.settled_in)."""
     answers = {}
     for key, want in partitions.items():
         name = key.topic
@@ -109,7 +110,7 @@ def leadership_answers(broker, partitions: Mapping[TopicPartition, FetchPartitio
                 answers[key] = PartitionData(0, log_.high_watermark, log_.last_stable_offset,
                                              log_.log_start_offset, diverging_epoch=diverging)
             else:
-                partition.follower_fetched(replica_id, want.fetch_offset)
+                partition.follower_fetched(replica_id, want.fetch_offset, session and (session, key))
     return answers
 
 
@@ -135,7 +136,7 @@ def _in_context(broker, request, header):
     isolation = FOLLOWER if replica_id_of(request) >= 0 else request["isolation_level"]
     max_bytes = min(request["max_bytes"], broker.config["fetch.max.bytes"])
     candidates = context.candidates()
-    answered = leadership_answers(broker, candidates, replica_id_of(request))
+    answered = leadership_answers(broker, candidates, replica_id_of(request), context.session)
     found, total = read_from_logs(broker.logs, context.to_read(broker.logs, isolation, answered, candidates),
                                   isolation, max_bytes, answered)
     if broker.authorizer.enabled:

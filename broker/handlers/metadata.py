@@ -6,6 +6,12 @@ names past it are UNKNOWN_TOPIC_OR_PARTITION, which clients retry) and done in s
 naming thousands of unknown topics does not stall everyone else. A request naming more than STEP
 topics is answered STEP topics at a time, other connections served in between (a million names take
 seconds).
+
+Answers are encoded once and kept (cluster/metadata.py's MetadataAnswers): Metadata for all of 10,000 partitions builds
+10,000 entries and encodes them (a quarter of a second of Python), and clients ask again and again. A kept
+answer is for one (version, listener, topic set, flags) and stands while the partition states
+(MetadataCache.revision), the live brokers, the controller and its topics (name, id, partition count)
+stay as they were; with ACLs on, answers depend on the principal and are not kept.
 """
 
 import asyncio
@@ -16,6 +22,7 @@ from broker.errors import ErrorCode
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER
 from broker.security.authorizer import CLUSTER, CLUSTER_NAME, TOPIC
+from protocol.frames import Encoded, encode_body
 from storage.errors import InvalidTopic
 
 from .create_topics import MAX_PARTITIONS_PER_REQUEST
@@ -25,6 +32,7 @@ API = Api("Metadata", (0, 12), acl=IN_HANDLER)
 ZERO_UUID = uuid.UUID(int=0)
 NOT_REQUESTED = -2147483648  # authorized operations nobody asked for
 STEP = 10_000
+ENCODE_IN_THREAD = 2_000  # an answer of more partitions is encoded on a worker thread, other requests served meanwhile
 
 
 def _topic_entry(broker, header, request, topic) -> dict:
@@ -127,15 +135,60 @@ async def _answer_in_steps(broker, header, request, wanted: list[dict]) -> dict:
     return _response(broker, header, request, topics)
 
 
+def _made_from(broker, header, topics) -> tuple:
+    """What an answer about ``topics`` depends on besides the request (cheap: no partition is looked at)."""
+    return (broker.store.cache.revision, broker.store.cache.controller_id,
+            tuple(tuple(b.values()) for b in broker.brokers(header)),
+            tuple((t.name, t.topic_id, t.num_partitions) for t in topics))
+
+
+def _kept_or_made(broker, header, request, key: tuple, topics: list):
+    """The answer about ``topics`` (all known), kept or made now and kept."""
+    made_from = _made_from(broker, header, topics)
+    throttled = header.api_version >= 3
+    kept = broker.metadata_answers.get(key, made_from)
+    if kept is not None:
+        return Encoded(kept, throttled)  # (its own throttle time: the sender may set it)
+    body = _response(broker, header, request, [_topic_entry(broker, header, request, t) for t in topics])
+    if sum(t.num_partitions for t in topics) < ENCODE_IN_THREAD:
+        answer = encode_body(API.name, header.api_version, body, throttled)
+        broker.metadata_answers.put(key, made_from, answer.data)
+        return answer
+
+    async def encoded():
+        answer = await asyncio.get_running_loop().run_in_executor(None, encode_body, API.name, header.api_version,
+                                                                  body, throttled)
+        broker.metadata_answers.put(key, made_from, answer.data)
+        return answer
+
+    return encoded()
+
+
+def _request_key(header, request, wanted) -> tuple:
+    return (header.api_version, header.session.listener.name if header.session is not None else None,
+            header.api_version >= 8 and request["include_topic_authorized_operations"],
+            8 <= header.api_version <= 10 and request["include_cluster_authorized_operations"],
+            None if wanted is None else tuple(w["name"] if w["topic_id"] == ZERO_UUID else w["topic_id"]
+                                              for w in wanted))
+
+
 def handle(broker, request, header):
     wanted = request["topics"]
     if wanted is None or (header.api_version == 0 and not wanted):
+        if not broker.authorizer.enabled:
+            return _kept_or_made(broker, header, request, _request_key(header, request, None),
+                                 list(broker.logs.topics.values()))
         # all topics: those the principal may describe
         topics = [_topic_entry(broker, header, request, t) for t in broker.store.topics.values()]
         return _response(broker, header, request, [t for t in topics if t["error_code"] == ErrorCode.NONE])
     if len(wanted) > STEP:
         return _answer_in_steps(broker, header, request, wanted)
     wanted = _unique(wanted)
+    if not broker.authorizer.enabled:
+        topics = [broker.logs.topic_by_id(w["topic_id"]) if w["topic_id"] != ZERO_UUID else broker.logs.topic(w["name"])
+                  for w in wanted]
+        if None not in topics:  # all known (an answer with errors in it is made anew)
+            return _kept_or_made(broker, header, request, _request_key(header, request, wanted), topics)
     unknown = _to_create(broker, header, request, wanted)
     if unknown:
         return _create_then_answer(broker, header, request, wanted, unknown)

@@ -22,8 +22,8 @@ import logging
 from collections import deque
 from pathlib import Path
 
-from storage import clock
 from protocol.codec import Encoded
+from storage import clock
 from storage.files import atomic_write
 
 log = logging.getLogger("moldau.quotas")

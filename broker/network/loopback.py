@@ -18,6 +18,7 @@ from protocol.frames import decode_request_header, decode_response, encode_reque
 from ..broker import Broker
 from ..handlers import HANDLERS
 
+
 class LoopbackChannel:
     def __init__(self, broker: Broker, client_id: str) -> None:
         self.broker = broker

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .listeners import Listener
 from ..security.sasl import SaslServer
+from .listeners import Listener
 
 ANONYMOUS = "User:ANONYMOUS"
 

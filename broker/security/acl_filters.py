@@ -4,7 +4,15 @@ binding of CreateAcls must pass."""
 from __future__ import annotations
 
 from .authorizer import (
-    CLUSTER, CLUSTER_NAME, LITERAL, OPERATIONS, PATTERN_TYPES, PERMISSIONS, PREFIXED, RESOURCE_TYPES, WILDCARD,
+    CLUSTER,
+    CLUSTER_NAME,
+    LITERAL,
+    OPERATIONS,
+    PATTERN_TYPES,
+    PERMISSIONS,
+    PREFIXED,
+    RESOURCE_TYPES,
+    WILDCARD,
     AclBinding,
 )
 

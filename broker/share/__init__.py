@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from storage import clock
+
 from .coordinator import ShareGroupCoordinator
 from .manager import SWEEP_INTERVAL_S, SharePartitionManager
 from .persister import SharePersister

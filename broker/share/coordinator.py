@@ -20,10 +20,10 @@ import asyncio
 import logging
 import uuid
 
-from storage import clock
 from broker.coordinator.partitions import Pending, settled, then
 from broker.errors import ErrorCode
 from broker.group.coordinator_records import assigned_topics, wire
+from storage import clock
 
 from . import assignor, records
 from .group import ShareGroup, ShareMember, StatePartitions

@@ -20,14 +20,14 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
-from storage import clock
-from broker.errors import ErrorCode
 from broker.config.group_configs import parse_duration_ms
+from broker.errors import ErrorCode
 from protocol.records import scan_batches
+from storage import clock
 from storage.errors import OffsetOutOfRange
 
 from .partition import AcknowledgeType, InvalidRecordState, SharePartition
-from .persister import RETRIABLE, SharePersister, ShareKey, Snapshot
+from .persister import RETRIABLE, ShareKey, SharePersister, Snapshot
 
 log = logging.getLogger("moldau.share")
 

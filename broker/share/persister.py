@@ -24,7 +24,6 @@ import logging
 import uuid
 from typing import NamedTuple
 
-from storage import clock
 from broker.coordinator import partitions as coordinator_partitions
 from broker.coordinator.internal_topics import SHARE_STATE_TOPIC, open_internal_topic, partition_for
 from broker.coordinator.partitions import OwnedPartitions
@@ -33,6 +32,7 @@ from broker.errors import ErrorCode
 from protocol import codec
 from protocol.errors import CorruptRecord
 from protocol.records import BatchHeader, build_batch, iter_records
+from storage import clock
 
 SNAPSHOT_KEY = 0  # the record type Kafka's share coordinator gives a ShareSnapshot
 READ_VERSION = WRITE_VERSION = DELETE_VERSION = INITIALIZE_VERSION = 0

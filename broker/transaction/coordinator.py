@@ -36,12 +36,12 @@ import logging
 from collections import Counter
 from typing import Callable
 
-from storage import clock
 from broker.coordinator.internal_topics import OFFSETS_TOPIC
 from broker.coordinator.partitions import OwnedPartitions, Pending, settled
 from broker.errors import ErrorCode
 from broker.transaction.producer_ids import ProducerIdManager
 from protocol.records import NO_PRODUCER_ID
+from storage import clock
 from storage.log_manager import LogManager
 
 from ..coordinator.internal_topics import TRANSACTION_STATE_TOPIC

@@ -20,8 +20,8 @@ import asyncio
 import logging
 from typing import Callable, Protocol
 
-from storage import clock
 from broker.errors import ErrorCode
+from storage import clock
 
 from .metadata import TopicPartition
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import logging
 
 from broker.cluster.channel import InterBrokerChannel
-from broker.errors import ErrorCode
 from broker.coordinator.internal_topics import partition_for
+from broker.errors import ErrorCode
 
-from .metadata import TopicPartition
 from ..coordinator.internal_topics import TRANSACTION_STATE_TOPIC
+from .metadata import TopicPartition
 
 ADD_PARTITIONS_VERSION = 5
 

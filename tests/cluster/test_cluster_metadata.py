@@ -189,3 +189,40 @@ def test_reassignment_moves_a_partition_onto_a_new_broker(start_cluster):
     cluster.wait_until(lambda: len({cluster.log_bytes(n, "moved") for n in (2, 3, 4)}) == 1, 30,
                        "the new replica byte-identical")
     assert cluster.log_bytes(1, "moved") == b"", "the replica moved away keeps its records"
+
+
+def test_kept_metadata_answers_follow_topic_creates_deletes_and_leader_changes(start_cluster):
+    """Each broker keeps encoded Metadata answers (all topics, a topic set): asked again after a topic is
+    created or deleted, or a partition changes leader and ISR, every broker answers what is true now."""
+    cluster = start_cluster(3)
+    cluster.create_topic("kept-a", partitions=2, replication_factor=3)
+    admins = {node: AdminClient({"bootstrap.servers": b.bootstrap}) for node, b in cluster.brokers.items()}
+
+    def answers(node: int) -> tuple[dict, dict]:
+        everything = admins[node].list_topics(timeout=10).topics
+        one = admins[node].list_topics("kept-a", timeout=10).topics["kept-a"]
+        return ({name: {i: (p.leader, sorted(p.isrs)) for i, p in t.partitions.items()}
+                 for name, t in everything.items() if name.startswith("kept-")},
+                {i: (p.leader, sorted(p.isrs)) for i, p in one.partitions.items()})
+
+    for node in admins:  # asked twice: the second answer is a kept one
+        assert answers(node) == answers(node)
+        assert set(answers(node)[0]) == {"kept-a"}
+    cluster.create_topic("kept-b", partitions=3, replication_factor=3)
+    for node in admins:
+        cluster.wait_until(lambda n=node: set(answers(n)[0]) == {"kept-a", "kept-b"}, 30, f"broker {node} "
+                           "naming the new topic")
+        assert len(answers(node)[0]["kept-b"]) == 3
+    admin = cluster.admin()
+    assert admin.delete_topics(["kept-b"])["kept-b"].result(30) is None
+    for node in admins:
+        cluster.wait_until(lambda n=node: set(answers(n)[0]) == {"kept-a"}, 30, f"broker {node} forgetting kept-b")
+    leader = cluster.leader("kept-a", 0)
+    cluster.brokers[leader].stop()  # a controlled shutdown: its partitions get other leaders, it leaves the ISRs
+    del admins[leader]
+    for node in admins:
+        def moved(n=node) -> bool:
+            everything, one = answers(n)
+            return all(lead not in (-1, leader) and leader not in isr for lead, isr in one.values()) and \
+                everything["kept-a"] == one
+        cluster.wait_until(moved, 30, f"broker {node} naming kept-a's new leaders")

@@ -112,6 +112,45 @@ def test_an_incremental_fetch_looks_only_at_partitions_whose_logs_changed(tmp_pa
     logs.delete_records("t", 42, 1)
     assert looked_at(2, named=[3]) == {"gone", 3, 7, 42}
     assert looked_at(3) == {"gone", 7}, "7 is behind its high watermark until the client names it"
+    session = cache.get(session_id)
     cache.remove(session_id)
-    assert not any(logs.log("t", p).watchers for p in range(100)), "a closed session stops watching"
+    assert not any(session in logs.log("t", p).watchers for p in range(100)), "a closed session stops watching"
+    logs.close()
+
+
+def test_a_followers_session_looks_again_only_at_partitions_that_changed(tmp_path):
+    """A follower's session: its first incremental fetch looks at every partition (the leader records the
+    follower's position in each); after that only at partitions whose logs changed or that it names, while
+    each fetch of the session moves the time it counts as a caught-up fetch of the others."""
+    logs = LogManager(tmp_path, LogConfig())
+    logs.create_topic("t", 50)
+    for p in range(50):
+        append(logs.log("t", p), make_batch(1))
+        logs.log("t", p).set_high_watermark(1)
+    keys = [TopicPartition("t", p) for p in range(50)]
+    cache = FetchSessionCache(10)
+    full = new_context(cache, 0, 0, {key: FetchPartition(1, 1024) for key in keys}, [], False, True, 0)
+    session_id, _ = full.respond({key: PartitionData(0, 1, 1, 0) for key in keys}, 0, logs)
+    session = cache.get(session_id)
+
+    def looked_at(epoch: int, named=()) -> set[int]:
+        context = new_context(cache, session_id, epoch, {keys[p]: FetchPartition(2, 1024) for p in named}, [],
+                              False, True, 0)
+        candidates = context.candidates()
+        read = context.to_read(logs, FOLLOWER, {}, candidates)
+        context.respond({key: PartitionData(0, logs.log("t", key.partition).high_watermark, 1, 0) for key in read},
+                        0, logs)
+        return {key.partition for key in candidates}
+
+    assert looked_at(1) == set(range(50)), "the first incremental fetch records the follower everywhere"
+    before = session.fetch_ms
+    assert looked_at(2) == set(), "caught up everywhere, nothing changed: nothing to look at"
+    assert session.previous_fetch_ms == before <= session.fetch_ms
+    append(logs.log("t", 7), make_batch(1))
+    assert looked_at(3) == {7}, "an append tells the session"
+    assert looked_at(4, named=[7]) == {7}, "the follower names its new position"
+    logs.log("t", 7).set_high_watermark(2)
+    assert looked_at(5) == {7}, "the new high watermark is for the follower to learn"
+    assert looked_at(6) == {7}, "told; the next look finds it settled"
+    assert looked_at(7) == set()
     logs.close()
