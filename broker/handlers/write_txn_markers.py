@@ -16,7 +16,7 @@ transactions abort`); a coordinator epoch above any coordinator's is refused.
 import asyncio
 import logging
 
-from broker.cluster.replica_manager import Partition
+from broker.cluster.partition import Partition
 from broker.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from broker.errors import ErrorCode
 from broker.handlers import Api

@@ -8,7 +8,8 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from broker.cluster.metadata import NO_LEADER, PartitionState
-from broker.cluster.replica_manager import Partition, ReplicaManager
+from broker.cluster.partition import Partition
+from broker.cluster.replica_manager import ReplicaManager
 from broker.fetch.delayed_fetch import FetchPurgatory
 from protocol.records import build_batch
 from storage.config import LogConfig
