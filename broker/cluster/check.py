@@ -18,7 +18,7 @@ import aetcd
 from broker.admin.client import AdminClient, AdminError
 from storage import clock
 
-from .etcd_store import grpc_target, parse_connect
+from .etcd_session import grpc_target, parse_connect
 
 RECHECK_S = 2.0
 

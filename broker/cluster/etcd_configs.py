@@ -18,7 +18,7 @@ from broker.network.client_quotas import Entity, altered
 from storage import clock
 from storage.errors import InvalidConfig, UnknownTopic
 
-from . import etcd_store
+from .etcd_topics import CREATING
 from .metadata import TopicChangeInProgress
 
 log = logging.getLogger("moldau.etcd")
@@ -60,7 +60,7 @@ class EtcdConfigs:
     async def alter_topic_configs(self, name: str, change, validate_only: bool) -> dict[str, str]:
         """CAS on the topic key's mod revision, while no create or growth of the topic holds its claim."""
         client, tx = self.store.client, self.store.client.transactions
-        key, claim = self.store.key("topics", name), self.store.key(etcd_store.CREATING, name)
+        key, claim = self.store.key("topics", name), self.store.key(CREATING, name)
         for _ in range(ATTEMPTS):
             found = await client.get(key)
             if found is None:

@@ -7,9 +7,8 @@ import sys
 import time
 
 import pytest
-from helpers.cluster import start_cluster  # noqa: F401 (fixture)
-
 from conftest import REPO_ROOT, BrokerProcess, free_port
+from helpers.cluster import start_cluster  # noqa: F401 (fixture)
 
 
 def serve(workdir, cluster, node_id: int, *extra: str) -> subprocess.Popen:
@@ -82,7 +81,7 @@ def test_broker_id_is_node_id(start_cluster, tmp_path):
 
 
 def test_a_lease_counts_as_renewed_only_when_its_ttl_stays_up_through_two_windows():
-    from broker.cluster.etcd_store import renewed_throughout
+    from broker.cluster.etcd_session import renewed_throughout
 
     def samples(ttls):  # one every 0.5 s
         return [(i * 0.5, ttl) for i, ttl in enumerate(ttls)]

@@ -24,13 +24,13 @@ from pathlib import Path
 import aetcd
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import BrokerProcess, free_port
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.cluster.etcd_store import grpc_target, parse_connect
+from broker.cluster.etcd_session import grpc_target, parse_connect
 from broker.cluster.local_etcd import LocalEtcd
-from conftest import BrokerProcess, free_port
-from helpers.wire import WireClient
 from helpers.fault_proxy import FaultProxy
+from helpers.wire import WireClient
 
 CLUSTER_DEFAULTS = {
     "etcd.session.timeout.ms": 4000,
