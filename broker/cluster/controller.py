@@ -113,7 +113,7 @@ class Controller:
                     await self.store.drop_orphan_partitions()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # etcd away or a lost race: look again shortly
+            except Exception as exc:  # noqa: BLE001 -- etcd away or a lost race: look again shortly
                 log.warning("controller pass failed: %s", exc)
                 await clock.sleep(0.5)
                 self._wake.set()
@@ -191,7 +191,7 @@ class Controller:
         if not changes:
             return
         written = await self.store.alter_partitions(changes)
-        done = [change for change, ok in zip(changes, written) if ok]
+        done = [change for change, ok in zip(changes, written, strict=True) if ok]
         moved = [(t, i, new) for t, i, old, new in done if old.leader != new.leader]
         sample = ", ".join(f"{t}-{i}: {new.leader}" for t, i, new in moved[:5])
         log.info("%s: %d partition state(s) written (%d new leader(s)%s%s), %d lost a race with a newer state",

@@ -121,7 +121,8 @@ class EtcdConfigs:
             ok, _ = await client.transaction(compare=compare, success=writes, failure=[])
             if ok:
                 quotas = self.broker.quotas
-                await self._until(lambda: all(quotas.values.get(e, {}) == v for e, v in wanted.items()))
+                await self._until(lambda quotas=quotas, wanted=wanted: all(quotas.values.get(e, {}) == v
+                                                                    for e, v in wanted.items()))
                 return
         raise TimeoutError("the client quotas kept changing under this request; retry")
 
@@ -152,7 +153,7 @@ class EtcdConfigs:
             write = tx.put(key, json.dumps(wanted, sort_keys=True).encode()) if wanted else tx.delete(key)
             ok, _ = await client.transaction(compare=[guard], success=[write], failure=[])
             if ok:
-                await self._until(lambda: in_force() == wanted)
+                await self._until(lambda wanted=wanted: in_force() == wanted)
                 return
         raise TimeoutError(f"the {what} kept changing under this request; retry")
 

@@ -72,7 +72,7 @@ class EtcdSession:
                                                               "grpc.max_reconnect_backoff_ms": 1000})
         try:
             await client.status()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- the etcd client raises gRPC, aetcd and OS errors alike; logged, tried again
             await client.close()
             raise ConnectionError(f"no etcd endpoint of {self.broker.config['etcd.connect']} answers: {exc}") from None
         self.client = client
@@ -135,7 +135,7 @@ class EtcdSession:
             await self.client.put(self.key("brokers", "ids", self.broker.node_id), self._registration().encode(),
                                   lease=self.lease)
             log.info("registered the advertised endpoints %s", self._registration().endpoints)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- the etcd client raises gRPC, aetcd and OS errors alike; logged, tried again
             log.warning("could not register the new advertised endpoints: %s", exc)
 
     async def _keep_alive(self) -> None:
@@ -164,7 +164,7 @@ class EtcdSession:
                 elif lost:
                     log.info("etcd session kept alive again")
                 lost = False
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- the etcd client raises gRPC, aetcd and OS errors alike; logged, tried again
                 if not lost:
                     log.error("etcd session keep-alive failed: %s", exc)
                 lost = True
@@ -176,7 +176,7 @@ class EtcdSession:
     async def _adopt_next_block(self) -> None:
         try:
             self.broker.producer_ids.adopt_block(await self._reserve_producer_id_block())
-        except Exception as exc:  # etcd away: InitProducerId answers a retriable error, asks again
+        except Exception as exc:  # noqa: BLE001 -- etcd away: InitProducerId answers a retriable error, asks again
             log.warning("could not reserve producer ids: %s", exc)
 
     async def _reserve_producer_id_block(self) -> int:

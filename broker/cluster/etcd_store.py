@@ -124,7 +124,7 @@ class EtcdMetadataStore(EtcdSession, EtcdView, EtcdTopicWrites, MetadataStore):
         if controlled and self.client is not None:
             try:
                 await within(10, self.controller.hand_over_leadership(self.broker.node_id), "the hand-over")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- the etcd client raises gRPC, aetcd and OS errors alike; logged, tried again
                 log.warning("controlled shutdown could not move every leadership away: %s", exc)
         for task in self._tasks:
             task.cancel()
@@ -134,7 +134,7 @@ class EtcdMetadataStore(EtcdSession, EtcdView, EtcdTopicWrites, MetadataStore):
                 if self.lease is not None:
                     await within(5, self.lease.revoke(), "revoking the session's lease")
                 await within(5, self.client.close(), "closing the etcd client")
-            except Exception as exc:  # etcd away: the session expires by itself
+            except Exception as exc:  # noqa: BLE001 -- etcd away: the session expires by itself
                 log.warning("closing the etcd session: %s", exc)
 
     # --- producer ids ----------------------------------------------------------------------------

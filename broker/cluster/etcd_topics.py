@@ -45,8 +45,8 @@ class EtcdTopicWrites:
             chunk = changes[i:i + size]
             keys = [self.key("partitions", topic, index) for topic, index, _, _ in chunk]
             ok, responses = await self.client.transaction(
-                compare=[tx.mod(key) == expected.version for key, (_, _, expected, _) in zip(keys, chunk)],
-                success=[tx.put(key, new.encode()) for key, (_, _, _, new) in zip(keys, chunk)] + [tx.get(keys[0])],
+                compare=[tx.mod(key) == expected.version for key, (_, _, expected, _) in zip(keys, chunk, strict=True)],
+                success=[tx.put(key, new.encode()) for key, (_, _, _, new) in zip(keys, chunk, strict=True)] + [tx.get(keys[0])],
                 failure=[])
             if not ok:
                 if len(chunk) == 1:
@@ -55,7 +55,7 @@ class EtcdTopicWrites:
                     written += [(await self.alter_partitions([change]))[0] for change in chunk]
                 continue
             revision = responses[-1][0][1].mod_revision
-            for key, (_, _, _, new) in zip(keys, chunk):
+            for key, (_, _, _, new) in zip(keys, chunk, strict=True):
                 self._apply(key.decode(), new.encode(), revision)
             written += [True] * len(chunk)
         return written
@@ -125,7 +125,7 @@ class EtcdTopicWrites:
                 await self.client.transaction(compare=[tx.value(claim) == ours], success=[tx.delete(claim)],
                                               failure=[])
                 return
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- the etcd client raises gRPC, aetcd and OS errors alike; logged, tried again
                 if asyncio.get_running_loop().time() > deadline:
                     log.warning("could not release the claim on topic %s (%s); it ends with the etcd session",
                                 name, exc)
@@ -170,7 +170,7 @@ class EtcdTopicWrites:
             await self.create_topic(name, self.plan_replicas(num_partitions, -1, None), {})
         except (TopicExists, TopicChangeInProgress):  # made by another request; the client retries
             pass
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- the etcd client raises gRPC, aetcd and OS errors alike; logged, tried again
             log.warning("could not auto-create topic %s: %s", name, exc)
         finally:
             self._creating.discard(name)

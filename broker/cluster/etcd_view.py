@@ -84,7 +84,7 @@ class EtcdView:
                 self._stale = True
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- the etcd client raises gRPC, aetcd and OS errors alike; logged, tried again
                 if not failing:
                     log.warning("etcd watch ended (%s); reading the whole view again once etcd answers",
                                 "history compacted past revision %d" % self.revision
@@ -112,7 +112,7 @@ class EtcdView:
                 continue
             try:
                 found = await self.divergences_from_etcd()
-            except Exception as exc:  # etcd away: the watch's own recovery reads the view again
+            except Exception as exc:  # noqa: BLE001 -- etcd away: the watch's own recovery reads the view again
                 log.debug("etcd audit skipped: %s", exc)
                 suspects = set()
                 continue
@@ -246,7 +246,7 @@ class EtcdView:
                 if (local is None and topic is None) or (local is not None and topic is not None and local.topic_id
                                                          == topic.topic_id and local.num_partitions >= topic.num_partitions):
                     return
-        except Exception as exc:  # a full disk: the next change of the topic, or a restart, tries again
+        except Exception as exc:  # noqa: BLE001 -- a full disk: the next change of the topic, or a restart, tries again
             log.error("could not make topic %s's local logs the cluster's: %s", name, exc)
         finally:
             self._following.discard(name)

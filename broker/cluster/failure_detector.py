@@ -56,7 +56,7 @@ class FailureDetector:
             await self.store.client.revoke_lease(found.lease)
             log.warning("broker %d refuses connections at %s:%d: its process is gone; ended its etcd session",
                         node_id, info.host, info.port)
-        except Exception as exc:  # etcd away, the lease already gone: the session timeout remains
+        except Exception as exc:  # noqa: BLE001 -- etcd away, the lease already gone: the session timeout remains
             log.info("could not confirm that broker %d is gone: %s", node_id, exc)
 
 

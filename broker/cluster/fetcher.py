@@ -271,7 +271,7 @@ class ReplicaFetcher:
             return False, not self._truncate(partition, diverging["epoch"], diverging["end_offset"])
         try:
             self._append(partition, p, now)
-        except Exception as exc:  # a full disk, a batch out of place: fetch again from the log end
+        except Exception as exc:  # noqa: BLE001 -- a full disk, a batch out of place: fetch again from the log end
             log.error("%s-%d: could not append the leader's batches: %s", partition.topic, partition.index, exc)
             return False, True
         return True, False
