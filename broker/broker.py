@@ -7,8 +7,7 @@ import logging
 from storage import clock
 from storage.catalog import TopicMetadata, validate_topic_name
 from storage.cleaner import LogCleaner
-from storage.config import TOPIC_CONFIGS, LogConfig
-from storage.errors import InvalidConfig, TopicExists
+from storage.errors import TopicExists
 from storage.log_manager import LogManager
 
 from . import faults
@@ -16,7 +15,7 @@ from .cluster import stages
 from .cluster.metadata import NO_LEADER, MetadataAnswers
 from .cluster.replica_manager import ReplicaManager
 from .cluster.store import LocalMetadataStore, MetadataStore
-from .config.broker_config import BrokerConfig, ConfigError
+from .config.broker_config import DEDUPE_BYTES_PER_KEY, BrokerConfig, broker_log_config
 from .config.dynamic_configs import DynamicBrokerConfigs
 from .config.group_configs import GroupConfigs
 from .coordinator.internal_topics import (
@@ -42,22 +41,6 @@ from .transaction import TransactionCoordinator
 from .transaction.producer_ids import PRODUCER_ID_FILE, ProducerIdManager
 
 log = logging.getLogger("moldau.broker")
-
-# Kafka sizes the cleaner's map in entries of a 16-byte key hash and an 8-byte offset
-DEDUPE_BYTES_PER_KEY = 24
-
-
-
-def broker_log_config(config: BrokerConfig) -> LogConfig:
-    """The topics' defaults from the broker settings TOPIC_CONFIGS names as their synonyms; raises ConfigError."""
-    texts = {c.name: str(config[c.broker]) for c in TOPIC_CONFIGS.values()
-             if c.enforced and c.broker and config[c.broker] is not None}
-    texts["retention.ms"] = str(config.retention_ms)  # of log.retention.ms, .minutes or .hours
-    try:
-        return LogConfig().with_topic_configs(texts)
-    except InvalidConfig as exc:
-        raise ConfigError(f"invalid log configuration: {exc}") from None
-
 
 class Broker:
     def __init__(self, config: BrokerConfig, budget: Budget | None = None):

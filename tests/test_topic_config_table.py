@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from broker.broker import broker_log_config
+from broker.config.broker_config import broker_log_config
 from broker.config.broker_config import BrokerConfig, ConfigError
 from broker.config.dynamic_configs import LOG_DEFAULTS, setting_type
 from storage.config import LIST, LOG_CONFIG_NAMES, LONG, TOPIC_CONFIGS, LogConfig

@@ -12,6 +12,7 @@ import aetcd
 from aetcd import rpc
 from aetcd import utils as etcd_utils
 
+from broker.supervisor import in_steps
 from storage import clock
 from storage.catalog import TopicMetadata
 from storage.files import decode_uuid
@@ -236,8 +237,6 @@ class EtcdView:
         self.broker.supervisor.spawn(self._follow_in_steps(name))
 
     async def _follow_in_steps(self, name: str) -> None:
-        from broker.supervisor import in_steps  # (broker.broker imports the stores)
-
         try:
             while True:
                 for steps in self._topic_steps(name):

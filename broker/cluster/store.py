@@ -15,6 +15,7 @@ from typing import Callable
 from broker.config.dynamic_configs import DEFAULT_ENTITY
 from broker.coordinator.internal_topics import INTERNAL_TOPIC_SETTINGS
 from broker.network.client_quotas import altered
+from broker.supervisor import in_steps
 from storage.catalog import TopicMetadata
 from storage.errors import InvalidConfig, UnknownTopic
 
@@ -177,14 +178,10 @@ class LocalMetadataStore(MetadataStore):
         return self.broker.logs.create_topic(name, num_partitions)
 
     async def create_partitions(self, name: str, assignment: dict[int, list[int]]) -> None:
-        from broker.supervisor import in_steps
-
         topic = self.broker.logs.topic(name)
         await in_steps(self.broker.logs.add_partitions_steps(name, topic.num_partitions + len(assignment)))
 
     async def delete_topic(self, name: str) -> None:
-        from broker.supervisor import in_steps
-
         await in_steps(self.broker.logs.delete_topic_steps(name))
 
     async def ensure_internal_topic(self, name: str) -> bool:

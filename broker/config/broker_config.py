@@ -7,7 +7,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from storage.config import BOOLEAN, DOUBLE, INT, LONG, MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES, TOPIC_CONFIGS, TopicConfig
+from storage.config import (
+    BOOLEAN,
+    DOUBLE,
+    INT,
+    LONG,
+    MAX_SEGMENT_BYTES,
+    MIN_SEGMENT_BYTES,
+    TOPIC_CONFIGS,
+    LogConfig,
+    TopicConfig,
+)
+from storage.errors import InvalidConfig
 
 from .kafka_configs import KAFKA_BROKER_CONFIGS
 from .log_levels import log_levels_problem
@@ -448,3 +459,19 @@ def shown_default(setting: Setting) -> str:
 def describe_settings() -> str:
     width = max(len(s.name) for s in SETTINGS)
     return "\n".join(f"  {s.name:<{width}}  {s.doc} (default: {shown_default(s)})" for s in SETTINGS)
+
+
+# Kafka sizes the cleaner's map in entries of a 16-byte key hash and an 8-byte offset
+DEDUPE_BYTES_PER_KEY = 24
+
+
+
+def broker_log_config(config: "BrokerConfig") -> LogConfig:
+    """The topics' defaults from the broker settings TOPIC_CONFIGS names as their synonyms; raises ConfigError."""
+    texts = {c.name: str(config[c.broker]) for c in TOPIC_CONFIGS.values()
+             if c.enforced and c.broker and config[c.broker] is not None}
+    texts["retention.ms"] = str(config.retention_ms)  # of log.retention.ms, .minutes or .hours
+    try:
+        return LogConfig().with_topic_configs(texts)
+    except InvalidConfig as exc:
+        raise ConfigError(f"invalid log configuration: {exc}") from None

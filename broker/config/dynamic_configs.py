@@ -35,8 +35,8 @@ from storage.files import atomic_write
 from ..errors import ErrorCode
 from ..network.connection_quotas import parse_overrides
 from ..network.listeners import advertised_listeners_problem
-from .broker_config import _BY_NAME, LISTENER_PREFIX, SETTINGS, ConfigError
-from .topic_configs import APPEND, DELETE, SET, SUBTRACT, config_list, list_changed
+from .broker_config import _BY_NAME, DEDUPE_BYTES_PER_KEY, LISTENER_PREFIX, SETTINGS, ConfigError, broker_log_config
+from .config_operations import APPEND, DELETE, SET, SUBTRACT, config_list, list_changed
 
 log = logging.getLogger("moldau.broker_configs")
 
@@ -160,15 +160,11 @@ class DynamicBrokerConfigs:
         if "advertised.listeners" in changed:
             self.broker.advertise()
         if changed & CLEANER:
-            from ..broker import DEDUPE_BYTES_PER_KEY
-
             self.broker.cleaner.throttler.set_rate(values["log.cleaner.io.max.bytes.per.second"])
             self.broker.cleaner.max_keys = values["log.cleaner.dedupe.buffer.size"] // DEDUPE_BYTES_PER_KEY
         if changed & CONNECTION_LIMITS and self.broker.connection_quotas is not None:
             self.broker.connection_quotas.configure(self.broker.config)
         if changed & LOG_DEFAULTS:
-            from ..broker import broker_log_config
-
             self.broker.logs.set_default_config(broker_log_config(self.broker.config))
             self.broker.store.configs_changed()
         log.info("dynamic broker configs in force: %s", {n: config_text(values[n]) for n in sorted(changed)})
@@ -220,8 +216,6 @@ class DynamicBrokerConfigs:
         values, problem = self._in_force({**self.entities, entity: configs})
         if problem:
             raise InvalidConfig(problem)
-        from ..broker import broker_log_config
-
         problem = advertised_listeners_problem(_Overlay(self.broker.config, values))
         if problem:
             raise InvalidConfig(problem)

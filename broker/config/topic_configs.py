@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from broker.cluster.metadata import TopicChangeInProgress
+from broker.config import dynamic_configs
 from broker.errors import ErrorCode
 from storage.config import LOG_CONFIG_NAMES, TOPIC_CONFIGS, LogConfig
 from storage.errors import InvalidConfig, UnknownTopic
@@ -37,23 +38,6 @@ def validate(configs: dict[str, str | None], defaults: LogConfig | None = None) 
     return None
 
 
-def config_list(value: str | None) -> list[str]:
-    """A LIST config's items."""
-    return [item.strip() for item in (value or "").split(",") if item.strip()]
-
-
-# IncrementalAlterConfigs operations
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-
-
-def list_changed(items: list[str], operation: int, value: str | None) -> str:
-    """A LIST config's value after APPEND or SUBTRACT of ``value``'s items."""
-    given = config_list(value)
-    if operation == APPEND:
-        return ",".join(items + [item for item in given if item not in items])
-    return ",".join(item for item in items if item not in given)
-
-
 # AlterConfigs resource types
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 
@@ -64,8 +48,6 @@ async def alter(broker, resource_type: int, name: str, configs, validate_only: b
     which every broker applies. For the broker resource ``configs`` is ({name: (operation, value)}, whether
     they replace all dynamic ones). Returns (error code, message)."""
     if resource_type == BROKER_RESOURCE:
-        from broker.config import dynamic_configs
-
         return await dynamic_configs.alter(broker, name, *configs, validate_only)
     if resource_type != TOPIC_RESOURCE:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported"

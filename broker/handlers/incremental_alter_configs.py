@@ -6,7 +6,7 @@ import logging
 
 from broker.config import group_configs, log_levels, topic_configs
 from broker.config.group_configs import GROUP_RESOURCE
-from broker.config.topic_configs import APPEND, DELETE, SET, SUBTRACT, config_list, list_changed
+from broker.config.config_operations import APPEND, DELETE, SET, SUBTRACT, config_list, list_changed
 from broker.errors import ErrorCode
 from broker.handlers import Api
 from broker.security.authorization import IN_HANDLER, config_refusal
