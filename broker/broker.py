@@ -28,7 +28,7 @@ from .errors import ErrorCode
 from .fetch.delayed_fetch import FetchPurgatory
 from .fetch.fetch_session import FetchSessionCache
 from .fetch.log_read import IdleAnswers
-from .group import GroupCoordinator
+from .group.coordinator import GroupCoordinator
 from .network.client_quotas import ClientQuotas
 from .network.descriptors import Budget
 from .network.listeners import advertised_endpoints

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from broker.group.assignors import ASSIGNORS
 from storage.config import (
     BOOLEAN,
     DOUBLE,
@@ -46,7 +47,6 @@ def between(low: int, high: int) -> Callable[[object], str | None]:
 
 
 def assignors_problem(value: str) -> str | None:
-    from broker.group.assignors import ASSIGNORS  # (the group package imports the broker's modules)
 
     names = [n.strip() for n in value.split(",")]
     unknown = [n for n in names if n not in ASSIGNORS]

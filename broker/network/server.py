@@ -513,6 +513,7 @@ async def serve(broker: Broker, stop: asyncio.Event, bound: dict[Listener, socke
         return
     broker.groups.start()
     broker.transactions.start(InterBrokerChannel(broker, f"broker-{broker.node_id}-txn-marker-sender"))
+    broker.share.persister.channel = InterBrokerChannel(broker, f"broker-{broker.node_id}-share-persister")
     broker.txn_verifier = TransactionVerifier(broker)
     drop_response = faults.response_dropper()
     if drop_response.every:

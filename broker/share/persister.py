@@ -112,7 +112,7 @@ class SharePersister:
         self.owned = OwnedPartitions(SHARE_STATE_TOPIC, broker.supervisor)
         self.snapshots: dict[ShareKey, Snapshot] = {}  # the keys of the partitions coordinated here
         self._epochs: dict[ShareKey, int] = {}
-        self._channel = None
+        self.channel = None  # the InterBrokerChannel to the other share coordinators, set as the broker serves
 
     def partition_for(self, key: ShareKey) -> int:
         return partition_for(key.coordinator_key(), self.num_partitions)
@@ -251,7 +251,7 @@ class SharePersister:
             return await coordinator_partitions.settled(self.initialize_local(key, state_epoch, start_offset)), None
 
         async def remote(node: int):
-            response = await self._channel_().send(node, "InitializeShareGroupState", INITIALIZE_VERSION, {
+            response = await self.channel.send(node, "InitializeShareGroupState", INITIALIZE_VERSION, {
                 "group_id": key.group_id, "topics": [{"topic_id": key.topic_id, "partitions": [
                     {"partition": key.partition, "state_epoch": state_epoch, "start_offset": start_offset}]}]})
             return ErrorCode(response["results"][0]["partitions"][0]["error_code"]), None
@@ -285,7 +285,7 @@ class SharePersister:
             for key in node_keys:
                 by_topic.setdefault(key.topic_id, []).append({"partition": key.partition, "leader_epoch": -1})
             try:
-                response = await self._channel_().send(node, "ReadShareGroupStateSummary", SUMMARY_VERSION, {
+                response = await self.channel.send(node, "ReadShareGroupStateSummary", SUMMARY_VERSION, {
                     "group_id": group_id, "topics": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()]})
             except (OSError, asyncio.TimeoutError) as exc:
                 log.warning("share coordinator %d unreachable for group %s: %s", node, group_id, exc)
@@ -319,17 +319,9 @@ class SharePersister:
                 return error, found
             await clock.sleep(RETRY_S)
 
-    def _channel_(self):
-        if self._channel is None:
-            from broker.cluster.channel import (
-                InterBrokerChannel,  # (the cluster package imports the broker's)
-            )
-
-            self._channel = InterBrokerChannel(self.broker, f"broker-{self.broker.node_id}-share-persister")
-        return self._channel
 
     async def _read_remote(self, node: int, key: ShareKey) -> tuple[ErrorCode, Snapshot | None]:
-        response = await self._channel_().send(node, "ReadShareGroupState", READ_VERSION, {
+        response = await self.channel.send(node, "ReadShareGroupState", READ_VERSION, {
             "group_id": key.group_id,
             "topics": [{"topic_id": key.topic_id, "partitions": [{"partition": key.partition, "leader_epoch": -1}]}]})
         p = response["results"][0]["partitions"][0]
@@ -341,12 +333,12 @@ class SharePersister:
     async def _write_remote(self, node: int, key: ShareKey, snapshot: Snapshot | None) -> tuple[ErrorCode, None]:
         topics = [{"topic_id": key.topic_id, "partitions": [{"partition": key.partition}]}]
         if snapshot is None:
-            response = await self._channel_().send(node, "DeleteShareGroupState", DELETE_VERSION,
+            response = await self.channel.send(node, "DeleteShareGroupState", DELETE_VERSION,
                                                    {"group_id": key.group_id, "topics": topics})
         else:
             topics[0]["partitions"][0].update(
                 state_epoch=snapshot.state_epoch, leader_epoch=snapshot.leader_epoch,
                 start_offset=snapshot.start_offset, state_batches=snapshot.state_batches)
-            response = await self._channel_().send(node, "WriteShareGroupState", WRITE_VERSION,
+            response = await self.channel.send(node, "WriteShareGroupState", WRITE_VERSION,
                                                    {"group_id": key.group_id, "topics": topics})
         return ErrorCode(response["results"][0]["partitions"][0]["error_code"]), None
