@@ -16,7 +16,6 @@ import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from broker import faults
 from broker.cluster import stages
@@ -25,9 +24,6 @@ from storage import clock
 from storage.log import Log
 
 from .metadata import PartitionState
-
-if TYPE_CHECKING:
-    from .replica_manager import ReplicaManager
 
 log = logging.getLogger("moldau.replica")
 
@@ -53,8 +49,8 @@ class FollowerState:
 
 
 class Partition:
-    def __init__(self, manager: ReplicaManager, topic: str, index: int, log_: Log, state: PartitionState):
-        self.manager = manager
+    def __init__(self, manager, topic: str, index: int, log_: Log, state: PartitionState):
+        self.manager = manager  # the ReplicaManager that holds it
         self.topic = topic
         self.index = index
         self.log = log_
