@@ -119,14 +119,14 @@ class EtcdTopicWrites:
         """Deletes the claim; if etcd stays away for a session timeout, the claim goes with the session."""
         tx = self.client.transactions
         claim = self.key(CREATING, name)
-        deadline = asyncio.get_running_loop().time() + self.ttl
+        deadline = clock.monotonic() + self.ttl
         while True:
             try:
                 await self.client.transaction(compare=[tx.value(claim) == ours], success=[tx.delete(claim)],
                                               failure=[])
                 return
             except Exception as exc:  # noqa: BLE001 -- the etcd client raises gRPC, aetcd and OS errors alike; logged, tried again
-                if asyncio.get_running_loop().time() > deadline:
+                if clock.monotonic() > deadline:
                     log.warning("could not release the claim on topic %s (%s); it ends with the etcd session",
                                 name, exc)
                     return

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from storage import clock
+
 from .metadata import BrokerInfo
 
 log = logging.getLogger("moldau.failure_detector")
@@ -39,7 +41,7 @@ class FailureDetector:
             return  # a timeout is no sign of a crash
         if self.stopped or node_id not in self.store.cache.brokers or self.store.client is None:
             return
-        now = asyncio.get_running_loop().time()
+        now = clock.monotonic()
         if now - self._checked.get(node_id, -RECHECK_S) < RECHECK_S:
             return
         self._checked[node_id] = now

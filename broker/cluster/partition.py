@@ -136,6 +136,16 @@ class Partition:
             self.manager.change_isr(self, self.state.isr + (replica_id,))
         self.maybe_advance_high_watermark()
 
+    def maybe_expand_isr(self, max_lag_ms: int) -> None:
+        """The periodic check's second look at a short ISR: a follower out of it that is caught up and fetching
+        joins it, even if no fetch of it has named this partition since (an idle partition's)."""
+        now = clock.monotonic_ms()
+        for replica_id, follower in self.followers.items():
+            if replica_id not in self.state.isr and follower.log_end_offset >= self.log.log_end_offset \
+                    and now - follower.caught_up_ms() <= max_lag_ms and self._may_join_isr(follower.log_end_offset):
+                self.manager.change_isr(self, self.state.isr + (replica_id,))
+                return
+
     def _may_join_isr(self, fetch_offset: int) -> bool:
         """Caught up to the high watermark, and past the start of the current leader epoch (as in Kafka)."""
         epoch_start = self.log.leader_epochs.entries[-1].start_offset if self.log.leader_epochs.entries else 0

@@ -196,14 +196,16 @@ class ReplicaManager:
         except Exception as exc:  # noqa: BLE001 -- etcd unreachable, written or not: proposed again later
             log.warning("ISR change of %d partition(s) failed (%s-%d first): %s", len(changes), changes[0][0].topic,
                         changes[0][0].index, exc)
-            for partition, _, _ in changes:
-                partition.log.notify_watchers()  # a follower's session looks at it again, even if idle
         finally:
             for partition, _, _ in changes:
                 partition.isr_change_pending = False
+                # a follower's fetch that came while this was pending proposed nothing (change_isr), and an
+                # idle follower's session names the partition no more: it looks at it again now
+                partition.log.notify_watchers()
 
     def shrink_isrs(self) -> None:
-        """Drop followers that have not caught up within replica.lag.time.max.ms (the leader's periodic check)."""
+        """The leader's periodic check: drop followers that have not caught up within replica.lag.time.max.ms;
+        to an ISR short of a replica, add a follower that is caught up and fetching."""
         max_lag = self.broker.config["replica.lag.time.max.ms"]
         for partition in list(self.partitions.values()):
             if not partition.is_leader:
@@ -211,3 +213,5 @@ class ReplicaManager:
             lagging = partition.lagging_isr_members(max_lag)
             if lagging:
                 self.change_isr(partition, tuple(r for r in partition.state.isr if r not in lagging))
+            elif len(partition.state.isr) < len(partition.state.replicas):
+                partition.maybe_expand_isr(max_lag)

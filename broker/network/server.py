@@ -172,9 +172,14 @@ class KafkaConnection(asyncio.Protocol):
             clock.call_later(seconds, self._unmute)
 
     def _unmute(self):
-        if self.muted and asyncio.get_running_loop().time() >= self.muted_until - 0.001:
-            self.muted_until = 0.0
-            self._process()
+        if not self.muted:
+            return
+        left = self.muted_until - clock.monotonic()
+        if left > 0.001:  # muted longer since (or the timer came a little early): wait out the rest
+            clock.call_later(left, self._unmute)
+            return
+        self.muted_until = 0.0
+        self._process()
 
     def data_received(self, data):
         self.last_active = clock.monotonic()

@@ -102,6 +102,13 @@ class SaslSslCluster(Cluster):
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap, **self.client_conf})
 
+    def known_by(self, node: int, topic: str, partitions: int) -> bool:
+        """As Cluster.known_by, over SASL_SSL: a new client that knows only broker ``node`` asks it."""
+        client = AdminClient({"bootstrap.servers": f"127.0.0.1:{self.brokers[node].port}", **self.client_conf})
+        found = client.list_topics(topic, timeout=10).topics.get(topic)
+        return found is not None and found.error is None and len(found.partitions) == partitions and all(
+            p.leader >= 0 for p in found.partitions.values())
+
 
 SCRAM_BROKER_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" ' \
                     'password="broker-secret";'

@@ -252,7 +252,9 @@ def test_client_quotas_are_kept_described_and_throttle(start_broker):
         metadata = {"topics": None, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
                     "include_topic_authorized_operations": False}
         throttles = [busy.request("Metadata", 9, metadata)[0]["throttle_time_ms"] for _ in range(3)]
-        assert throttles[-1] > 0, throttles
+        # (the first answer's handling alone is over 0.01 %; the same answer again is kept encoded and costs
+        # next to nothing, so the later ones need not be)
+        assert throttles[0] > 0, throttles
     bystander.check()
 
 

@@ -220,3 +220,36 @@ def test_becoming_leader_records_where_its_epoch_starts(tmp_path, fake_clock):
                                             (0, ErrorCode.FENCED_LEADER_EPOCH), (2, ErrorCode.UNKNOWN_LEADER_EPOCH)])
 def test_a_requests_leader_epoch_is_checked(leader, asked, expected):
     assert leader.partition.check_epoch(asked) == expected
+
+
+def test_a_follower_caught_up_while_an_isr_change_was_pending_joins_at_the_periodic_check(tmp_path, fake_clock):
+    leader = Replica(tmp_path, isr=(1, 2))
+
+    async def main():
+        leader.produce(2)
+        leader.partition.isr_change_pending = True  # another change of this partition is being written
+        leader.fetch(2, 2)
+        leader.fetch(3, 2)  # caught up: its proposal is dropped while the other is pending
+        assert leader.store.proposals == []
+        leader.partition.isr_change_pending = False
+        leader.manager.shrink_isrs()  # no fetch of it names the partition again (idle): the check adds it
+        await asyncio.gather(*leader.tasks)
+
+    run(main())
+    assert leader.isr == (1, 2, 3)
+
+
+def test_the_periodic_check_adds_no_follower_that_is_behind(tmp_path, fake_clock):
+    leader = Replica(tmp_path, isr=(1, 2))
+
+    async def main():
+        leader.produce(2)
+        leader.fetch(2, 2)
+        leader.partition.isr_change_pending = True
+        leader.fetch(3, 1)
+        leader.partition.isr_change_pending = False
+        leader.manager.shrink_isrs()
+        await asyncio.gather(*leader.tasks)
+
+    run(main())
+    assert leader.isr == (1, 2) and leader.store.proposals == []
