@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Generator
 
-from broker.errors import ErrorCode
 from storage import clock
 
 _PENDING = object()
@@ -50,8 +49,7 @@ class DelayedProduce:
         self.timer = clock.call_later(self.timeout_s, self._expire)
         for i, (partition, offset, epoch, _) in enumerate(self.waits):
             def durable(i=i, partition=partition, epoch=epoch) -> None:
-                self._decided(i, ErrorCode.NONE if partition.is_leader and partition.leader_epoch == epoch
-                              else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                self._decided(i, partition.durable_error(epoch))
 
             def reached(ok: bool, i=i, partition=partition, epoch=epoch, durable=durable) -> None:
                 error = partition.replication_error(ok, epoch)

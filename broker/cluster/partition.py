@@ -202,14 +202,8 @@ class Partition:
 
     async def wait_for_high_watermark(self, offset: int, leader_epoch: int, timeout_s: float) -> bool:
         """watch_high_watermark's answer, False at the timeout."""
-        fut = asyncio.get_running_loop().create_future()
-        self.watch_high_watermark(offset, leader_epoch, lambda ok: fut.done() or fut.set_result(ok))
         # (a wait that timed out leaves the heap when the high watermark passes it)
-        timer = clock.call_later(timeout_s, lambda: fut.done() or fut.set_result(False))
-        try:
-            return await fut
-        finally:
-            timer.cancel()
+        return await _answer_of(lambda answer: self.watch_high_watermark(offset, leader_epoch, answer), timeout_s)
 
     async def wait_for_replication(self, offset: int, leader_epoch: int, timeout_s: float) -> ErrorCode:
         """acks=all once appended below ``offset`` at ``leader_epoch``: the error its writer gets (NONE once
@@ -244,15 +238,14 @@ class Partition:
     async def wait_for_epoch_checkpoint(self, leader_epoch: int, timeout_s: float) -> ErrorCode:
         """Before a write of this leadership is acknowledged, its leader-epoch checkpoint is durable (KIP-101:
         a restart must know where the epoch began): NONE then, else the error its writer gets."""
-        if not self.epoch_checkpoint_synced():
-            fut = asyncio.get_running_loop().create_future()
-            self.when_epoch_checkpoint_synced(lambda: fut.done() or fut.set_result(True))
-            timer = clock.call_later(timeout_s, lambda: fut.done() or fut.set_result(False))
-            try:
-                if not await fut:
-                    return ErrorCode.REQUEST_TIMED_OUT
-            finally:
-                timer.cancel()
+        if not self.epoch_checkpoint_synced() and not await _answer_of(
+                lambda answer: self.when_epoch_checkpoint_synced(lambda: answer(True)), timeout_s):
+            return ErrorCode.REQUEST_TIMED_OUT
+        return self.durable_error(leader_epoch)
+
+    def durable_error(self, leader_epoch: int) -> ErrorCode:
+        """A write of the leadership at ``leader_epoch``, committed with its epoch checkpoint durable: NONE while
+        that leadership lasts, NOT_LEADER_OR_FOLLOWER after it."""
         return ErrorCode.NONE if self.is_leader and self.leader_epoch == leader_epoch else \
             ErrorCode.NOT_LEADER_OR_FOLLOWER
 
@@ -302,3 +295,14 @@ class Partition:
             self.followers = {r: self.followers.get(r) or FollowerState(last_caught_up_ms=now)
                               for r in state.replicas if r != me}
             self.maybe_advance_high_watermark()  # an ISR that shrank may let the high watermark move
+
+
+async def _answer_of(watch: Callable[[Callable[[bool], None]], None], timeout_s: float) -> bool:
+    """The first answer ``watch`` gives the callback it is handed, False at the timeout."""
+    fut = asyncio.get_running_loop().create_future()
+    watch(lambda ok: fut.done() or fut.set_result(ok))
+    timer = clock.call_later(timeout_s, lambda: fut.done() or fut.set_result(False))
+    try:
+        return await fut
+    finally:
+        timer.cancel()
