@@ -218,7 +218,11 @@ def best(kind, runs: list[dict]) -> dict:
             return float("-inf")
         return value if kind.higher_is_better else -value
 
-    return {**max(runs, key=score), "repeats": [r["metrics"].get(kind.primary) for r in runs]}
+    chosen = {**max(runs, key=score), "repeats": [r["metrics"].get(kind.primary) for r in runs]}
+    longest = [r["metrics"]["max_ms"] for r in runs if r["metrics"].get("max_ms") is not None]
+    if longest:  # a latency row's slowest record in any repeat, not only the best one's
+        chosen["longest_ms"] = max(longest)
+    return chosen
 
 
 def tansu_version() -> str | None:

@@ -251,7 +251,7 @@ _MOLDAU_VERSIONS = {h.name: (h.min_version, h.max_version) for h in MOLDAU_HANDL
 VERSIONS = {name: _MOLDAU_VERSIONS.get(name) or _EXTRA_VERSIONS[name] for name in HANDLERS}
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """Answers requests in order; a fetch that waits for data holds back the ones after it."""
 
     def __init__(self, store: Store):
@@ -269,8 +269,11 @@ class Connection(asyncio.Protocol):
         self.backlog.clear()
         self.transport = None
 
-    def data_received(self, data):
-        self.backlog.extend(self.decoder.feed(data))
+    def get_buffer(self, sizehint):
+        return self.decoder.get_buffer()  # read in place, as Moldau's server does
+
+    def buffer_updated(self, nbytes):
+        self.backlog.extend(self.decoder.buffer_updated(nbytes))
         self.serve()
 
     def serve(self):

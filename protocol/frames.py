@@ -25,40 +25,95 @@ class FrameError(ValueError):
 
 
 class FrameDecoder:
-    """Splits a byte stream into request frames.
+    """Splits a byte stream into request frames, read in place (asyncio's buffered protocol).
 
-    Complete frames are returned as memoryviews over a private bytearray, so
-    the produce path can rewrite batch offsets in place without another copy.
+    The transport reads into ``get_buffer()``: a scratch area for frame sizes and small frames, or -- once a
+    size says the frame is larger than that -- the frame's own buffer, so a produce request's megabyte is
+    copied from the socket once, not into a stream buffer and out again. Memory follows the bytes that
+    came more than the sizes announced: the scratch area is made at the first read, and a frame over
+    ``WHOLE`` is read in ``PART``-sized pieces made as its bytes arrive and joined at its end (a client
+    that announces 100 MiB and sends a little holds a little). Complete frames are memoryviews over private
+    bytearrays, so the produce path can rewrite batch offsets in place.
     """
 
-    __slots__ = ("max_size", "buf")
+    __slots__ = ("max_size", "_scratch", "_filled", "_parts", "_size", "_got", "_part_got")
+
+    SCRATCH = 16 * 1024
+    WHOLE = 2 * 1024 * 1024  # a frame up to this size gets its buffer at once (a produce request, a fetch's MiB)
+    PART = 1024 * 1024
 
     def __init__(self, max_size: int):
         self.max_size = max_size
-        self.buf = bytearray()
+        self._scratch: bytearray | None = None
+        self._filled = 0  # bytes of the scratch area in use
+        self._parts: list[bytearray] = []  # a frame larger than the scratch area, being read into
+        self._size = 0  # its size
+        self._got = 0  # its bytes so far
+        self._part_got = 0  # of them, in its last part
+
+    def get_buffer(self) -> memoryview:
+        if self._parts:
+            return memoryview(self._parts[-1])[self._part_got :]
+        if self._scratch is None:
+            self._scratch = bytearray(self.SCRATCH)
+        return memoryview(self._scratch)[self._filled :]
+
+    def buffer_updated(self, nbytes: int) -> list[memoryview]:
+        """``nbytes`` more were read into the last buffer; the frames that completed."""
+        if not self._parts:
+            self._filled += nbytes
+            return self._split()
+        self._got += nbytes
+        self._part_got += nbytes
+        if self._got == self._size:
+            parts, self._parts = self._parts, []
+            return [memoryview(parts[0] if len(parts) == 1 else bytearray().join(parts))]
+        if self._part_got == len(self._parts[-1]):
+            self._parts.append(bytearray(min(self.PART, self._size - self._got)))
+            self._part_got = 0
+        return []
 
     def feed(self, data) -> list[memoryview]:
-        buf = self.buf
-        buf += data
+        """The frames ``data`` completes, for a caller that has the bytes already."""
+        frames = []
+        data = memoryview(data)
+        while data:
+            buffer = self.get_buffer()
+            n = min(len(buffer), len(data))
+            buffer[:n] = data[:n]
+            data = data[n:]
+            frames += self.buffer_updated(n)
+        return frames
+
+    def _split(self) -> list[memoryview]:
+        scratch, filled = self._scratch, self._filled
         frames = []
         pos = 0
-        n = len(buf)
-        while n - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
+        while filled - pos >= 4:
+            (size,) = _SIZE.unpack_from(scratch, pos)
             if size < 0 or size > self.max_size:
                 raise FrameError(f"frame size {size} outside 0..{self.max_size}")
-            if n - pos - 4 < size:
-                break
-            frames.append(memoryview(buf)[pos + 4 : pos + 4 + size])
-            pos += 4 + size
-        if frames:
-            # the frames keep the old buffer alive; continue in a fresh one
-            self.buf = bytearray(memoryview(buf)[pos:])
+            start = pos + 4
+            have = filled - start
+            if have >= size:
+                frames.append(memoryview(scratch[start : start + size]))  # (a slice is a copy of its own)
+                pos = start + size
+                continue
+            if size > self.SCRATCH - 4:  # the rest is read into the frame's own buffer
+                first = bytearray(size if size <= self.WHOLE else max(self.PART, have))
+                first[:have] = scratch[start:filled]
+                self._parts, self._size, self._got, self._part_got = [first], size, have, have
+                pos = filled
+            break
+        rest = filled - pos
+        if pos and rest:
+            scratch[:rest] = scratch[pos:filled]
+        self._filled = rest
         return frames
 
     def pending(self) -> int:
         """Bytes buffered towards an incomplete frame."""
-        return len(self.buf)
+        return self._filled + (4 + self._got if self._parts else 0)
 
 
 class RequestHeader:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections import OrderedDict
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
@@ -31,6 +32,8 @@ RECOVERY_CHUNK = 8 * 1024 * 1024
 
 # Read ends remembered per segment (one or two per reader of the partition)
 _READ_ENDS = 16
+_RECENT_READS = 16  # a leader's partitions read in one turn by each of its followers' fetches
+_RECENT_READ_BYTES = 2 * 1024 * 1024  # (replica.fetch.max.bytes is 1 MiB) so that they hold 32 MiB at most
 
 _BATCH_LENGTH = struct.Struct(">i")
 _BATCH_LENGTH_AT = 8
@@ -76,6 +79,11 @@ class LogSegment:
     segment that was flushed, or ``recover`` for one that may be torn.
     """
 
+    # the last reads of any segment, and their bytes: every follower of a partition asks for the same new
+    # batches in turn (an append woke them all), and a stored byte changes only by a truncation, which forgets
+    # the segment's. A few for the broker, not one a segment: thousands of idle partitions keep no megabyte each.
+    _recent_reads: OrderedDict[tuple, bytes | memoryview] = OrderedDict()
+
     def __init__(
         self, directory: Path, base_offset: int, index_interval_bytes: int, now_ms: int, *, create: bool = False
     ) -> None:
@@ -106,6 +114,9 @@ class LogSegment:
         # where reads ended: {offset: position of the batch a reader asking for it next gets}, so a
         # sequential reader (a consumer, a follower) finds its batch without an index search
         self._read_ends: dict[int, int] = {}
+        recent = LogSegment._recent_reads
+        for key in [key for key in recent if key[0] is self]:  # a truncation: those bytes may be written anew
+            del recent[key]
         self.next_offset = self.base_offset  # offset after the last batch
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset  # base offset of the batch holding it
@@ -275,6 +286,18 @@ class LogSegment:
         """Whole batches from ``position``, at most ``max_bytes`` of them, never past ``end_position``.
 
         With ``min_one`` the first batch is returned even if it alone is larger (KIP-74)."""
+        asked = (self, position, max_bytes, end_position, min_one)
+        recent = LogSegment._recent_reads
+        data = recent.get(asked)
+        if data is None:
+            data = self._read(position, max_bytes, end_position, min_one)
+            if len(data) <= _RECENT_READ_BYTES:
+                recent[asked] = data
+                if len(recent) > _RECENT_READS:
+                    recent.popitem(last=False)
+        return data
+
+    def _read(self, position: int, max_bytes: int, end_position: int, min_one: bool) -> bytes | memoryview:
         limit = end_position - position
         if limit < HEADER_SIZE:
             return b""

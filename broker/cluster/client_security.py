@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, TypeVar
 
 import scramp
 
@@ -25,6 +25,7 @@ from broker.errors import ErrorCode
 from broker.network.listeners import protocol_map
 from broker.security import jaas, sasl, tls
 
+P = TypeVar("P", bound=asyncio.BaseProtocol)
 Exchange = Callable[[str, int, dict], Awaitable[dict]]  # one request on the new connection -> its response
 
 
@@ -35,10 +36,15 @@ class ClientSecurity:
     username: str = ""
     password: str = ""
 
-    async def open(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def open(self, host: str, port: int, protocol: Callable[[], P]) -> P:
+        """A connection to ``host``:``port``, TLS as configured, served by a new ``protocol()``."""
+        loop = asyncio.get_running_loop()
         if self.ssl_context is None:
-            return await asyncio.open_connection(host, port)
-        return await asyncio.open_connection(host, port, ssl=self.ssl_context, server_hostname=host)
+            _, connected = await loop.create_connection(protocol, host, port)
+        else:
+            _, connected = await loop.create_connection(protocol, host, port, ssl=self.ssl_context,
+                                                        server_hostname=host)
+        return connected
 
     async def authenticate(self, exchange: Exchange) -> None:
         """The SASL exchange on a new connection; ConnectionRefusedError if the other broker refuses it."""

@@ -280,7 +280,7 @@ class ReplicaFetcher:
         log_ = partition.log
         records = p["records"]
         if records:
-            buf = bytearray(records)
+            buf = memoryview(records)  # the response's bytes, stored as they are: no copy of a megabyte
             batches, end, _ = valid_prefix(buf)
             if batches:
                 stages.mark("received", partition.topic, partition.index, batches[-1][1].next_offset)

@@ -66,7 +66,7 @@ _UNANSWERED_LIMIT = 4096
 _UNANSWERED_BYTES = 32 << 20
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, listener: Listener, registry: set, drop_response: faults.ResponseDropper,
                  quotas: ConnectionQuotas, request_queue: RequestQueue):
         self.broker = broker
@@ -181,11 +181,14 @@ class KafkaConnection(asyncio.Protocol):
         self.muted_until = 0.0
         self._process()
 
-    def data_received(self, data):
+    def get_buffer(self, sizehint):
+        return self.decoder.get_buffer()  # requests are read in place (FrameDecoder)
+
+    def buffer_updated(self, nbytes):
         self.last_active = clock.monotonic()
         self.read_granted = False
         try:
-            frames = self.decoder.feed(data)
+            frames = self.decoder.buffer_updated(nbytes)
         except FrameError as exc:
             self.close(f"bad frame: {exc}")
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -47,6 +48,64 @@ def test_stream_split_at_every_byte():
 def test_one_byte_at_a_time():
     decoder = frames.FrameDecoder(MAX)
     assert feed_all(decoder, [STREAM[i : i + 1] for i in range(len(STREAM))]) == PAYLOADS
+
+
+def test_a_frame_larger_than_the_scratch_area_is_read_into_its_own_buffer():
+    """A produce request's megabyte goes from the socket into the frame the handler gets, not through a
+    stream buffer: once its size is read, the transport is handed the frame's own bytes to fill."""
+    decoder = frames.FrameDecoder(1 << 24)
+    payload = bytes(range(256)) * 1024
+    stream = memoryview(framed(payload) + framed(b"next"))
+    scratch = decoder.get_buffer()
+    scratch[:100] = stream[:100]
+    assert decoder.buffer_updated(100) == []
+    into = decoder.get_buffer()
+    assert into.obj is not scratch.obj and len(into) == len(payload) - 96, "the rest of the frame, in its buffer"
+    got, at = [], 100
+    while at < len(stream):  # the transport's reads, 60,000 bytes at most each
+        buffer = decoder.get_buffer()
+        n = min(len(buffer), len(stream) - at, 60_000)
+        buffer[:n] = stream[at : at + n]
+        at += n
+        got += decoder.buffer_updated(n)
+    assert [bytes(f) for f in got] == [payload, b"next"]
+    assert got[0].obj is into.obj
+    assert decoder.pending() == 0
+
+
+@pytest.mark.parametrize("chunk", [1, 4093, 65536, 200_000])
+def test_frames_around_the_scratch_area_size_in_any_chunks(chunk):
+    size = frames.FrameDecoder.SCRATCH
+    payloads = [bytes([n % 251]) * n for n in (size - 5, size - 4, size - 3, size, 3, size * 2 + 1, 0, 17)]
+    stream = b"".join(map(framed, payloads))
+    decoder = frames.FrameDecoder(1 << 24)
+    chunks = [stream[i : i + chunk] for i in range(0, len(stream), chunk)]
+    assert feed_all(decoder, chunks) == payloads
+    assert decoder.pending() == 0
+
+
+def test_a_frame_announced_huge_holds_memory_for_the_bytes_that_came():
+    """Like a client that announces a 100 MiB frame and sends 256 KiB of it: the broker holds about what it
+    got, not what was announced; the frame, once whole, is its bytes in order."""
+    decoder = frames.FrameDecoder(1 << 30)
+    tracemalloc.start()
+    try:
+        decoder.feed(struct.pack(">i", 100 * 1024 * 1024) + bytes(256 * 1024))
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 2 * 1024 * 1024, f"{held} bytes held for 256 KiB received"
+    payload = bytes(range(256)) * (5 * 4096 + 3)  # over 5 MiB: read in parts, joined at the end
+    stream = framed(payload) + framed(b"after")
+    decoder = frames.FrameDecoder(1 << 30)
+    assert feed_all(decoder, [stream[i : i + 300_000] for i in range(0, len(stream), 300_000)]) == [payload, b"after"]
+    assert decoder.pending() == 0
+
+
+def test_a_frame_past_the_limit_is_refused_on_its_size():
+    decoder = frames.FrameDecoder(1000)
+    with pytest.raises(frames.FrameError):
+        decoder.feed(struct.pack(">i", 1001))
 
 
 @settings(max_examples=50, deadline=None)

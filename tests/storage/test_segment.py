@@ -72,6 +72,41 @@ def test_read_returns_whole_batches_within_limits(tmp_path):
     segment.close()
 
 
+def test_a_repeated_read_is_answered_from_memory_until_the_segment_is_truncated(tmp_path):
+    """Each follower of a partition reads the same new batches: the second one gets the first one's bytes,
+    without a pread -- but never bytes a truncation has replaced."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    segment, other = _segment(tmp_path / "a"), _segment(tmp_path / "b")
+    _fill(segment, 4)
+    _fill(other, 4)
+    batch_size = len(make_batch(2))
+    first = segment.read(2 * batch_size, 10**6, segment.size)
+    assert segment.read(2 * batch_size, 10**6, segment.size) is first
+    assert segment.read(2 * batch_size, 10**6, 3 * batch_size) is not first, "another end is another read"
+    first = segment.read(2 * batch_size, 10**6, segment.size)
+    assert other.read(2 * batch_size, 10**6, other.size) is not first, "the entry is the segment's"
+    for end in range(1, 17):  # sixteen other reads: the broker keeps no more than that
+        other.read(0, 10**6, end * batch_size // 4)
+    assert segment.read(2 * batch_size, 10**6, segment.size) is not first
+
+    # a follower cut back to a diverging epoch, then given the new leader's batches: the same read asked again
+    segment.read(2 * batch_size, 10**6, segment.size)
+    segment.truncate_to(2 * batch_size)
+    for offset in (4, 6):
+        buf = bytearray(make_batch(2, timestamp_ms=5_000 + offset, tag=100 + offset))
+        buf[0:8] = offset.to_bytes(8, "big")
+        segment.append(buf, [(p, h._replace(base_offset=offset)) for p, h in parse_produce_records(buf)])
+    assert segment.size == 4 * batch_size
+    again = segment.read(2 * batch_size, 10**6, segment.size)
+    with open(segment.log_path, "rb") as stored:
+        stored.seek(2 * batch_size)
+        assert bytes(again) == stored.read()
+    assert bytes(again) != bytes(first)
+    segment.close()
+    other.close()
+
+
 def test_whole_batches_length_stops_before_a_partial_batch():
     data = make_batch(1) + make_batch(2)
     assert whole_batches_length(data) == len(data)
