@@ -83,12 +83,14 @@ class LeaderEpochCache:
                 found = self.entries[-1].epoch, log_end_offset
         return found
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Forget epochs that begin at or after ``end_offset`` (the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int) -> bool:
+        """Forget epochs that begin at or after ``end_offset`` (the log was truncated there); True if any went."""
         kept = [e for e in self.entries if e.start_offset < end_offset]
-        if kept != self.entries:
-            self.entries = kept
-            self._write()
+        if kept == self.entries:
+            return False
+        self.entries = kept
+        self._write()
+        return True
 
     def clear(self) -> None:
         self.entries = []

@@ -464,6 +464,11 @@ class Log:
     def truncate_to(self, offset: int) -> None:
         """Drop everything from the batch holding ``offset`` on; the log end offset becomes its base offset."""
         if offset >= self.log_end_offset:
+            # no record goes, but an epoch begun at the end and never written in does (a leadership lost
+            # before its first append): a follower would go on naming it to its leader, which answers with the
+            # same divergence every time (Kafka's truncateTo cuts the epoch cache here too)
+            if self.leader_epochs.truncate_from_end(self.log_end_offset):
+                self.notify_watchers()
             return
         if offset < self.log_start_offset:
             raise OffsetOutOfRange(f"cannot truncate {self.name} to {offset} below its start {self.log_start_offset}")

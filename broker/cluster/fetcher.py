@@ -319,8 +319,6 @@ class ReplicaFetcher:
         except OffsetOutOfRange as exc:
             log.error("%s-%d: cannot truncate: %s", partition.topic, partition.index, exc)
             return False
-        # epochs this log began at or past the cut but wrote nothing in go too, or the check would repeat
-        log_.leader_epochs.truncate_from_end(offset)
         log.info("%s-%d: truncated the divergent tail from offset %d: log end %d -> %d (leader epoch %d ended at %d)",
                  partition.topic, partition.index, offset, before[0], log_.log_end_offset, leader_epoch, leader_end)
         return (log_.log_end_offset, log_.leader_epochs.latest_epoch) != before

@@ -32,6 +32,10 @@ class ResponseFrames(asyncio.BufferedProtocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
 
+    @property
+    def lost(self) -> bool:
+        return self._lost is not None
+
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._decoder.get_buffer()
 
@@ -108,7 +112,8 @@ class BrokerConnection:
                 raise
 
     async def _roundtrip(self, address, api, version, body) -> dict:
-        if self._frames is None or self.address != address:
+        # (a connection the other broker closed while this one had nothing to ask is opened anew, not written to)
+        if self._frames is None or self._frames.lost or self.address != address:
             self.close()
             self._frames = await self.security.open(*address, ResponseFrames)
             self.address = address

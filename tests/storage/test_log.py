@@ -385,6 +385,26 @@ def test_truncate_to_drops_the_batch_holding_the_offset_and_all_after(log_dir):
     log.close()
 
 
+def test_truncating_at_the_end_forgets_an_epoch_begun_there_and_tells_the_watchers(log_dir):
+    """A replica led epoch 3 from its log end and lost the leadership before writing in it. As a follower it
+    names its last epoch to the new leader, which answers that its epoch 0 ended at that very offset: the
+    cut removes no record, but epoch 3 must go -- and the replica fetcher, watching the log, must hear of it,
+    or it names epoch 3 again and gets the same answer forever (the chaos loop's ISR that never refilled)."""
+    log = Log(log_dir, small_config())
+    fill(log, 4)
+    end = log.log_end_offset
+    log.leader_epochs.assign(3, end)
+    told = []
+    log.watchers["fetcher"] = lambda: told.append(log.leader_epochs.latest_epoch)
+    log.truncate_to(end)
+    assert log.log_end_offset == end
+    assert log.leader_epochs.latest_epoch == 0
+    assert told == [0]
+    log.truncate_to(end)  # nothing left to forget: nothing to tell
+    assert told == [0]
+    log.close()
+
+
 def test_partition_metadata_holds_the_topic_id(tmp_path):
     topic_id = uuid.uuid4()
     log = Log(tmp_path / "t-3", LogConfig(), topic_id=topic_id)
