@@ -2,20 +2,34 @@
 
 import re
 import socket
+import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
-from helpers.kafka import COMMON, admin
+from helpers.kafka import COMMON, admin, consumer, watermarks
 from helpers.startup import error_lines, serve_refused
 
 
-def committed_transactions(b, n: int) -> None:
+def committed_transactions(b, n: int, partitions: int = 1) -> None:
+    """``n`` committed transactions, waited for until their markers are written: a commit returns once the
+    coordinator has decided, and a shutdown right after may come before the last one is complete."""
     p = Producer({**COMMON, "bootstrap.servers": b.bootstrap, "transactional.id": "logged-txn"})
     p.init_transactions(30)
     for i in range(n):
         p.begin_transaction()
         p.produce("logged", b"%d" % i)
         p.commit_transaction(30)
+    committed, _ = consumer(b.bootstrap, isolation_level="read_committed")
+    uncommitted, _ = consumer(b.bootstrap, isolation_level="read_uncommitted")
+    deadline = time.monotonic() + 30
+    try:  # the last stable offset reaches the log end once every marker is in
+        while any(watermarks(committed, "logged", i)[1] != watermarks(uncommitted, "logged", i)[1]
+                  for i in range(partitions)):
+            assert time.monotonic() < deadline, "the transactions' markers were not written within 30 s"
+            time.sleep(0.05)
+    finally:
+        committed.close()
+        uncommitted.close()
 
 
 def test_topic_changes_are_logged_at_info_and_transactions_summarised(start_broker):
@@ -27,7 +41,7 @@ def test_topic_changes_are_logged_at_info_and_transactions_summarised(start_brok
             ConfigEntry("retention.ms", "120000", incremental_operation=AlterConfigOpType.SET)])]).values():
         done.result(30)
     b.wait_for_log(r"topic logged configs changed from \{'retention.ms': '60000'\} to \{'retention.ms': '120000'\}")
-    committed_transactions(b, 3)
+    committed_transactions(b, 3, partitions=3)
     a.delete_topics(["logged"])["logged"].result(30)
     b.stop()
     log = b.log_since_start()
