@@ -80,6 +80,15 @@ def test_tools_on_a_three_broker_cluster(start_cluster):
     cluster.wait_until(lambda: all(3 not in p.isrs and p.leader in (1, 2)
                                    for p in cluster.metadata("spread").topics["spread"].partitions.values()),
                        60, "broker 3 out of every ISR of spread")
+
+    def under_replicated_spread() -> list[int]:
+        return sorted(int(p["Partition"]) for p in describe(first, "--under-replicated-partitions")
+                      if p["Topic"] == "spread")
+
+    # the broker the tools ask applies the ISR changes from its own etcd watch, maybe a moment after the one
+    # the metadata above came from
+    cluster.wait_until(lambda: under_replicated_spread() == list(range(6)), 30,
+                       "the broker the tools ask to see every partition of spread under-replicated")
     under = describe(first, "--under-replicated-partitions")  # partition lines only
     assert {p["Topic"] for p in under} >= {"spread"}
     assert sorted(int(p["Partition"]) for p in under if p["Topic"] == "spread") == list(range(6))
