@@ -100,7 +100,7 @@ class FrameDecoder:
                 pos = start + size
                 continue
             if size > self.SCRATCH - 4:  # the rest is read into the frame's own buffer
-                first = bytearray(size if size <= self.WHOLE else max(self.PART, have))
+                first = bytearray(size if size <= self.WHOLE else self.PART)  # (``have`` fits: PART > SCRATCH)
                 first[:have] = scratch[start:filled]
                 self._parts, self._size, self._got, self._part_got = [first], size, have, have
                 pos = filled

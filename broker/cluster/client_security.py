@@ -38,12 +38,8 @@ class ClientSecurity:
 
     async def open(self, host: str, port: int, protocol: Callable[[], P]) -> P:
         """A connection to ``host``:``port``, TLS as configured, served by a new ``protocol()``."""
-        loop = asyncio.get_running_loop()
-        if self.ssl_context is None:
-            _, connected = await loop.create_connection(protocol, host, port)
-        else:
-            _, connected = await loop.create_connection(protocol, host, port, ssl=self.ssl_context,
-                                                        server_hostname=host)
+        _, connected = await asyncio.get_running_loop().create_connection(
+            protocol, host, port, ssl=self.ssl_context, server_hostname=host if self.ssl_context else None)
         return connected
 
     async def authenticate(self, exchange: Exchange) -> None:

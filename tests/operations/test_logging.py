@@ -2,10 +2,10 @@
 
 import re
 import socket
-import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
+from helpers.groups import wait_until
 from helpers.kafka import COMMON, admin, consumer, watermarks
 from helpers.startup import error_lines, serve_refused
 
@@ -21,12 +21,9 @@ def committed_transactions(b, n: int, partitions: int = 1) -> None:
         p.commit_transaction(30)
     committed, _ = consumer(b.bootstrap, isolation_level="read_committed")
     uncommitted, _ = consumer(b.bootstrap, isolation_level="read_uncommitted")
-    deadline = time.monotonic() + 30
     try:  # the last stable offset reaches the log end once every marker is in
-        while any(watermarks(committed, "logged", i)[1] != watermarks(uncommitted, "logged", i)[1]
-                  for i in range(partitions)):
-            assert time.monotonic() < deadline, "the transactions' markers were not written within 30 s"
-            time.sleep(0.05)
+        wait_until(lambda: all(watermarks(committed, "logged", i)[1] == watermarks(uncommitted, "logged", i)[1]
+                               for i in range(partitions)), 30, "the transactions' markers", interval=0.05)
     finally:
         committed.close()
         uncommitted.close()
