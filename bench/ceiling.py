@@ -7,7 +7,16 @@ A batch's base offset is rewritten in place and the batch is kept, so a
 consumer reads back exactly what was produced. Whatever Moldau loses against
 this server is what its storage and validation cost.
 
-Run: ``python -m bench.ceiling --port 9092``.
+With ``--log-dir`` it is the *replicated* ceiling instead: each partition's batches are written to a file
+(through the page cache, as a Kafka log's are; no index, no CRC check) and read back from it. With
+``--replicas 3`` it starts two more nodes (``--peer``), each a process of its own, and partition i is led
+by node i % 3: its leader sends each Produce's records over loopback TCP to the other two, which write
+them to files of their own and acknowledge; an acks=all Produce is answered once both have, and the
+requests behind it are handled meanwhile. That is the least work a replicated acks=all write can do --
+every copy through a page cache, one round trip to the followers, leadership spread as a cluster's is --
+so the ratio of its RF=3 and RF=1 rates is the most a cluster can reach on the machine (bench/cluster.py).
+
+Run: ``python -m bench.ceiling --port 9092 [--log-dir DIR [--replicas 3]]``.
 """
 
 from __future__ import annotations
@@ -15,8 +24,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import struct
+import sys
 import uuid
+from pathlib import Path
 from bisect import bisect_right
 from collections import deque
 
@@ -39,12 +51,14 @@ _EXTRA_VERSIONS = {"InitProducerId": (0, 4), "FindCoordinator": (0, 4), "AddPart
 
 
 class Partition:
-    __slots__ = ("bases", "batches", "end")
+    __slots__ = ("bases", "batches", "end", "fd", "size")
 
-    def __init__(self):
+    def __init__(self, path: Path | None = None):
         self.bases: list[int] = []
-        self.batches: list = []
+        self.batches: list = []  # in memory; or, with a file, where each batch starts in it
         self.end = 0
+        self.fd = None if path is None else os.open(path, os.O_CREAT | os.O_RDWR | os.O_APPEND, 0o644)
+        self.size = 0  # of the file
 
     def append(self, records) -> int:
         """Stamp offsets on the batches in ``records`` (a writable buffer) and keep them."""
@@ -55,14 +69,26 @@ class Partition:
             (delta,) = _LAST_OFFSET_DELTA.unpack_from(records, pos + _LAST_OFFSET_DELTA_AT)
             _BASE_OFFSET.pack_into(records, pos, self.end)
             self.bases.append(self.end)
-            self.batches.append(records[pos : pos + length])
+            self.batches.append(self.size + pos if self.fd is not None else records[pos : pos + length])
             self.end += delta + 1
             pos += length
+        if self.fd is not None:
+            os.write(self.fd, records)
+            self.size += size
         return first
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one holding ``offset``; the first one even if it is larger than max_bytes."""
         i = max(bisect_right(self.bases, offset) - 1, 0)
+        if self.fd is not None:
+            start = self.batches[i]
+            ends = itertools.chain(itertools.islice(self.batches, i + 1, None), (self.size,))
+            stop = next(ends)  # the first batch, however large
+            for end in ends:
+                if end - start > max_bytes:
+                    break
+                stop = end
+            return os.pread(self.fd, stop - start, start)
         out, total = [], 0
         for batch in itertools.islice(self.batches, i, None):
             if out and total + len(batch) > max_bytes:
@@ -75,24 +101,30 @@ class Partition:
 class Topic:
     __slots__ = ("name", "topic_id", "partitions")
 
-    def __init__(self, name: str, count: int):
+    def __init__(self, name: str, count: int, log_dir: Path | None, topic_id: uuid.UUID | None = None):
         self.name = name
-        self.topic_id = uuid.uuid4()
-        self.partitions = [Partition() for _ in range(count)]
+        self.topic_id = topic_id or uuid.uuid4()
+        self.partitions = [Partition(log_dir and log_dir / f"{name}-{i}.log") for i in range(count)]
 
 
 class Store:
-    """Topics in memory, and the fetches waiting for an append."""
+    """Topics (in memory, or in files under ``log_dir``), the fetches waiting for an append, and -- in a
+    replicated ceiling -- where every node listens and the links to the others."""
 
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, log_dir: Path | None = None):
         self.host, self.port = host, port
+        self.log_dir = log_dir
+        self.node_id = 0
+        self.nodes: list[int] = [port]  # each node's Kafka port, by node id
+        self.peers: list[PeerLink] = []
+        self.children: list = []  # the peer processes node 0 started
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.waiters: set[asyncio.Future] = set()
         self.producer_ids = itertools.count(1000)
 
-    def create(self, name: str, count: int) -> Topic:
-        topic = self.topics[name] = Topic(name, max(count, 1))
+    def create(self, name: str, count: int, topic_id: uuid.UUID | None = None) -> Topic:
+        topic = self.topics[name] = Topic(name, max(count, 1), self.log_dir, topic_id)
         self.by_id[topic.topic_id] = topic
         return topic
 
@@ -113,6 +145,82 @@ class Store:
         except asyncio.TimeoutError:
             self.waiters.discard(fut)
 
+    async def link(self, node_id: int, nodes: list[tuple[int, int]]) -> None:
+        """Become node ``node_id`` of the replicated ceiling whose nodes listen on ``nodes`` ((Kafka port,
+        replica port) by node id), linked to each of the others' replica port."""
+        self.node_id, self.nodes = node_id, [kafka for kafka, _ in nodes]
+        loop = asyncio.get_running_loop()
+        self.peers = [(await loop.create_connection(PeerLink, self.host, replica))[1]
+                      for n, (_, replica) in enumerate(nodes) if n != node_id]
+
+    def tell_peers(self, kind: bytes, chunks: list) -> asyncio.Future:
+        """A frame to every other node; done once each has acted on it."""
+        return asyncio.gather(*(link.send(kind, chunks) for link in self.peers))
+
+
+class PeerLink(asyncio.Protocol):
+    """A node's connection to another's replica port: length-prefixed frames out (a kind byte, then a Produce's
+    records or a new topic), one byte back for each frame done (TCP keeps them in order)."""
+
+    def __init__(self):
+        self.transport = None
+        self.acks: deque[asyncio.Future] = deque()
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        for _ in range(len(data)):
+            self.acks.popleft().set_result(None)
+
+    def connection_lost(self, exc):
+        while self.acks:
+            self.acks.popleft().set_exception(ConnectionError("a node of the replicated ceiling went away"))
+
+    def send(self, kind: bytes, chunks: list) -> asyncio.Future:
+        ack = asyncio.get_running_loop().create_future()
+        self.acks.append(ack)
+        self.transport.writelines([_LENGTH.pack(1 + sum(len(c) for c in chunks)), kind, *chunks])
+        return ack
+
+
+_RECORDS = b"R"
+_TOPIC = b"T"
+
+
+class Replica(asyncio.BufferedProtocol):
+    """The follower's end of a PeerLink: records appended to a file of their own (one per leader), a new topic
+    made here too, each frame then acknowledged."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.decoder = FrameDecoder(1 << 30)
+        self.fd = None
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.fd = os.open(self.store.log_dir / f"from-{transport.get_extra_info('peername')[1]}.log",
+                          os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+
+    def get_buffer(self, sizehint):
+        return self.decoder.get_buffer()
+
+    def buffer_updated(self, nbytes):
+        frames = self.decoder.buffer_updated(nbytes)
+        for frame in frames:
+            if frame[:1] == _RECORDS:
+                os.write(self.fd, frame[1:])
+            else:  # a topic: its partition count, its id, its name
+                name = bytes(frame[21:]).decode()
+                if name not in self.store.topics:
+                    self.store.create(name, _LENGTH.unpack_from(frame, 1)[0], uuid.UUID(bytes=bytes(frame[5:21])))
+        if frames:
+            self.transport.write(b"\x01" * len(frames))
+
+    def connection_lost(self, exc):
+        os.close(self.fd)
+
 
 # --- handlers: request dict in, response dict out (or an awaitable of one) ----
 
@@ -123,9 +231,14 @@ def api_versions(store, request, version):
 
 
 def _partition_entries(store, topic):
-    node = [0]
-    return [{"error_code": 0, "partition_index": i, "leader_id": 0, "leader_epoch": 0, "replica_nodes": node,
-             "isr_nodes": node, "offline_replicas": []} for i in range(len(topic.partitions))]
+    """Partition i is led by node i % nodes, and every node has a replica of it."""
+    count = len(store.nodes)
+    entries = []
+    for i in range(len(topic.partitions)):
+        replicas = [(i + n) % count for n in range(count)]
+        entries.append({"error_code": 0, "partition_index": i, "leader_id": replicas[0], "leader_epoch": 0,
+                        "replica_nodes": replicas, "isr_nodes": replicas, "offline_replicas": []})
+    return entries
 
 
 def metadata(store, request, version):
@@ -136,9 +249,9 @@ def metadata(store, request, version):
         topics = [store.lookup(t["name"], t["topic_id"]) or store.create(t["name"], 1) for t in wanted]
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": 0, "host": store.host, "port": store.port, "rack": None}],
+        "brokers": [{"node_id": n, "host": store.host, "port": port, "rack": None} for n, port in enumerate(store.nodes)],
         "cluster_id": "wire-ceiling",
-        "controller_id": 0,
+        "controller_id": store.node_id,
         "topics": [{"error_code": 0, "name": t.name, "topic_id": t.topic_id, "is_internal": False,
                     "partitions": _partition_entries(store, t), "topic_authorized_operations": _ALL_OPERATIONS}
                    for t in topics],
@@ -148,11 +261,24 @@ def metadata(store, request, version):
 
 def create_topics(store, request, version):
     results = []
+    made = []
     for want in request["topics"]:
         topic = store.topics.get(want["name"]) or store.create(want["name"], want["num_partitions"])
+        made.append(store.tell_peers(_TOPIC, [_LENGTH.pack(len(topic.partitions)), topic.topic_id.bytes,
+                                              topic.name.encode()]))
         results.append({"name": topic.name, "topic_id": topic.topic_id, "error_code": 0, "error_message": None,
-                        "num_partitions": len(topic.partitions), "replication_factor": 1, "configs": []})
-    return {"throttle_time_ms": 0, "topics": results}
+                        "num_partitions": len(topic.partitions), "replication_factor": len(store.nodes),
+                        "configs": []})
+    response = {"throttle_time_ms": 0, "topics": results}
+    return _once(asyncio.gather(*made), response) if store.peers else response
+
+
+def _once(done: asyncio.Future, response: dict) -> asyncio.Future:
+    """``response``, once ``done`` is."""
+    answered = asyncio.get_running_loop().create_future()
+    done.add_done_callback(lambda d: answered.set_result(response) if d.exception() is None
+                           else answered.set_exception(d.exception()))
+    return answered
 
 
 def produce(store, request, version):
@@ -164,7 +290,12 @@ def produce(store, request, version):
                  for p in data["partition_data"]]
         responses.append({"name": topic.name, "partition_responses": parts})
     store.appended()
-    return None if request["acks"] == 0 else {"responses": responses, "throttle_time_ms": 0}
+    response = None if request["acks"] == 0 else {"responses": responses, "throttle_time_ms": 0}
+    if not store.peers:
+        return response
+    replicated = store.tell_peers(_RECORDS, [p["records"] for data in request["topic_data"]
+                                             for p in data["partition_data"]])
+    return _once(replicated, response) if request["acks"] == -1 else response
 
 
 def _fetch_once(store, request):
@@ -252,14 +383,15 @@ VERSIONS = {name: _MOLDAU_VERSIONS.get(name) or _EXTRA_VERSIONS[name] for name i
 
 
 class Connection(asyncio.BufferedProtocol):
-    """Answers requests in order; a fetch that waits for data holds back the ones after it."""
+    """Answers requests in order; a fetch that waits for data holds back the ones after it, a Produce waiting
+    for its followers holds back only their answers."""
 
     def __init__(self, store: Store):
         self.store = store
         self.decoder = FrameDecoder(1 << 30)
         self.backlog: deque = deque()
         self.waiting = False
-        self.pending: asyncio.Future | None = None  # the answer being awaited (held, so it is not collected)
+        self.owed: deque = deque()  # (name, version, correlation id, answer or its future), in request order
         self.transport = None
 
     def connection_made(self, transport):
@@ -292,34 +424,91 @@ class Connection(asyncio.BufferedProtocol):
             response = HANDLERS[name](self.store, request, version)
             if asyncio.iscoroutine(response):
                 self.waiting = True
-                self.pending = asyncio.ensure_future(self.finish(name, version, header.correlation_id, response))
-            elif response is not None:
-                self.reply(name, version, header.correlation_id, response)
+                response = asyncio.ensure_future(response)
+                response.add_done_callback(self.fetched)
+            elif isinstance(response, asyncio.Future):
+                response.add_done_callback(self.answer)
+            if response is not None:
+                self.owed.append((name, version, header.correlation_id, response))
+        self.answer()
 
-    async def finish(self, name, version, correlation_id, pending):
-        self.reply(name, version, correlation_id, await pending)
+    def fetched(self, _):
         self.waiting = False
         self.serve()
+
+    def answer(self, _=None):
+        """Write the answers that are ready, up to the first that is not."""
+        while self.owed and not (isinstance(self.owed[0][3], asyncio.Future) and not self.owed[0][3].done()):
+            name, version, correlation_id, body = self.owed.popleft()
+            if isinstance(body, asyncio.Future):
+                body = body.result()
+            self.reply(name, version, correlation_id, body)
 
     def reply(self, name, version, correlation_id, body):
         if self.transport is not None:
             self.transport.writelines(response_chunks(name, version, correlation_id, body))
 
 
-async def serve(host: str, port: int) -> None:
-    store = Store(host, port)
+async def serve(host: str, port: int, log_dir: Path | None, replicas: int) -> None:
+    store = Store(host, port, log_dir)
+    if replicas > 1:
+        await start_peers(store, replicas)
     server = await asyncio.get_running_loop().create_server(lambda: Connection(store), host, port,
                                                             reuse_address=True)
     async with server:
         await server.serve_forever()
 
 
+async def start_peers(store: Store, replicas: int) -> None:
+    """Node 0 of a replicated ceiling starts the others (``--peer``), each of which prints its two ports;
+    then every node is told where all of them listen and links to the others. A peer ends when its
+    standard input closes: with this process."""
+    loop = asyncio.get_running_loop()
+    replica_server = await loop.create_server(lambda: Replica(store), store.host, 0)
+    nodes = [(store.port, replica_server.sockets[0].getsockname()[1])]
+    for n in range(1, replicas):
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bench.ceiling", "--peer", "--host", store.host, "--port", "0",
+            "--log-dir", str(store.log_dir.parent / f"{store.log_dir.name}-node-{n}"),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        nodes.append(tuple(int(port) for port in (await child.stdout.readline()).split()))
+        store.children.append(child)
+    where = " ".join(f"{kafka} {replica}" for kafka, replica in nodes)
+    for n, child in enumerate(store.children, 1):
+        child.stdin.write(f"{n} {where}\n".encode())
+        await child.stdin.drain()
+    await store.link(0, nodes)
+
+
+async def peer(host: str, log_dir: Path) -> None:
+    loop = asyncio.get_running_loop()
+    store = Store(host, 0, log_dir)
+    kafka = await loop.create_server(lambda: Connection(store), host, 0)
+    replica_server = await loop.create_server(lambda: Replica(store), host, 0)
+    store.port = kafka.sockets[0].getsockname()[1]
+    print(store.port, replica_server.sockets[0].getsockname()[1], flush=True)
+    stdin = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
+    node_id, *ports = (int(word) for word in (await stdin.readline()).split())
+    await store.link(node_id, list(zip(ports[::2], ports[1::2], strict=True)))
+    await stdin.read()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--log-dir", type=Path, help="write each partition's batches to a file here")
+    parser.add_argument("--replicas", type=int, default=1,
+                        help="with --log-dir: nodes, each partition on all of them (node i %% nodes leading partition i)")
+    parser.add_argument("--peer", action="store_true", help="a node that the first node of a replicated ceiling starts")
     args = parser.parse_args()
-    uvloop.run(serve(args.host, args.port))
+    if (args.replicas > 1 or args.peer) and args.log_dir is None:
+        parser.error("--replicas needs --log-dir")
+    if args.log_dir is not None:
+        args.log_dir.mkdir(parents=True, exist_ok=True)
+    uvloop.run(peer(args.host, args.log_dir) if args.peer else serve(args.host, args.port, args.log_dir,
+                                                                    args.replicas))
 
 
 if __name__ == "__main__":

@@ -68,9 +68,11 @@ class TargetError(RuntimeError):
 
 
 class Target:
-    def __init__(self, name: str, workdir: Path):
+    def __init__(self, name: str, workdir: Path, args: tuple[str, ...] = (), label: str = ""):
+        """``args`` go after the server's command; ``label`` names this one's directory when two run."""
         self.name = name
-        self.workdir = workdir / name
+        self.args = args
+        self.workdir = workdir / (label or name)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.log_path = self.workdir / "server.log"
@@ -88,7 +90,7 @@ class Target:
 
     def start(self) -> "Target":
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(COMMANDS[self.name](self.port, self.workdir), cwd=REPO_ROOT,
+            self.proc = subprocess.Popen([*COMMANDS[self.name](self.port, self.workdir), *self.args], cwd=REPO_ROOT,
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         self.process = psutil.Process(self.proc.pid)
         deadline = time.monotonic() + READY_TIMEOUT_S
