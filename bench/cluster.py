@@ -8,7 +8,7 @@ One etcd and three Moldau brokers on 127.0.0.1 (broker/cluster/local_etcd.py), s
   and RF=1: the most the machine allows of either and of their ratio. 1 KiB to 1 and 6 partitions,
   100 B to one; timed from a warmed-up producer (its start is not throughput) whose librdkafka
   threads then run at nice 19 (yield_to_servers says why), each after the page cache is written back
-  and dropped (as root: drop_page_cache says why);
+  and dropped (as root: bench/page_cache.py says why);
 * ack latency p50/p99/max at a steady 5,000 msg/s (the pacing loop sleeps in poll, it does not spin): RF=1 acks=1, RF=3 acks=all with an idempotent
   producer (100 B, 1 KiB), with librdkafka's default producer (not idempotent, a deep pipeline) at
   linger.ms 0, with every client default (linger.ms 5), and RF=3 acks=1;
@@ -45,6 +45,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.page_cache import drop_page_cache
 from bench.report import check
 from bench.standalone import arguments
 from broker.cluster.local_etcd import LocalEtcd, free_port
@@ -446,21 +447,6 @@ def targets(runs: dict, scale_partitions: int) -> list[str]:
     return out
 
 
-def drop_page_cache() -> bool:
-    """Write the page cache back and drop it (as root), so that every throughput measurement starts alike.
-
-    On this machine (a VM whose host takes back memory the guest left free) writing into memory not used for a
-    while costs ~2.4 ms of CPU per MB, against ~0.2 ms for memory freed a moment ago; a run turns from one to
-    the other after its first gigabyte or so, and an RF=3 row writes three times what its RF=1 row does. Which
-    side of a comparison paid which was the run's history, not the broker (docs/performance.md)."""
-    os.sync()
-    try:
-        Path("/proc/sys/vm/drop_caches").write_text("1\n")
-    except OSError:  # not root: the rows run as the machine's memory happens to be
-        return False
-    return True
-
-
 def print_throughput(rows: dict) -> None:
     """The best round of each side (the targets compare sides within a round)."""
     print(f"{'throughput, msg/s':<30}{'RF=1 acks=1':>12}{'RF=3 acks=all':>14}{'ratio':>6}"
@@ -577,7 +563,7 @@ def main(argv=None) -> int:
     print(f"{rounds} interleaved rounds, the best of each kept; load average {min(loads):.1f}-{max(loads):.1f}")
     print_throughput(runs["throughput"])
     if not runs["page_cache_dropped"]:
-        print("(the page cache was not dropped before each throughput row: that needs root; see drop_page_cache)")
+        print("(the page cache was not dropped before each throughput row: that needs root; see bench/page_cache.py)")
     print(f"{'ack latency at a steady rate, ms':<44}{'p50':>7}{'p99':>8}{'max':>8}{'kept msg/s':>12}   p99 of each round")
     for row, sides in runs["latency"].items():
         rs = sides[""]

@@ -83,6 +83,9 @@ class LogSegment:
     # batches in turn (an append woke them all), and a stored byte changes only by a truncation, which forgets
     # the segment's. A few for the broker, not one a segment: thousands of idle partitions keep no megabyte each.
     _recent_reads: OrderedDict[tuple, bytes | memoryview] = OrderedDict()
+    # and the last appends, as written: the followers' fetches an append woke ask for exactly its bytes, which
+    # need no read back from the file (only those of a small buffer: a view keeps all of its buffer alive)
+    _recent_appends: OrderedDict[tuple, tuple[bytes | memoryview, int]] = OrderedDict()
 
     def __init__(
         self, directory: Path, base_offset: int, index_interval_bytes: int, now_ms: int, *, create: bool = False
@@ -114,9 +117,9 @@ class LogSegment:
         # where reads ended: {offset: position of the batch a reader asking for it next gets}, so a
         # sequential reader (a consumer, a follower) finds its batch without an index search
         self._read_ends: dict[int, int] = {}
-        recent = LogSegment._recent_reads
-        for key in [key for key in recent if key[0] is self]:  # a truncation: those bytes may be written anew
-            del recent[key]
+        for recent in (LogSegment._recent_reads, LogSegment._recent_appends):
+            for key in [key for key in recent if key[0] is self]:  # a truncation: those bytes may be written anew
+                del recent[key]
         self.next_offset = self.base_offset  # offset after the last batch
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset  # base offset of the batch holding it
@@ -165,6 +168,11 @@ class LogSegment:
         self.size += len(buf)
         for at, hdr in batches:
             self._track(position + at, hdr)
+        if len(buf.obj if isinstance(buf, memoryview) else buf) <= _RECENT_READ_BYTES:
+            recent = LogSegment._recent_appends
+            recent[(self, position)] = (buf, self.next_offset)
+            if len(recent) > _RECENT_READS:
+                recent.popitem(last=False)
 
     def seal(self) -> None:
         """Record the final max timestamp and write index entries (on roll and close)."""
@@ -290,12 +298,22 @@ class LogSegment:
         recent = LogSegment._recent_reads
         data = recent.get(asked)
         if data is None:
+            data = self._appended(position, max_bytes, end_position)
+        if data is None:
             data = self._read(position, max_bytes, end_position, min_one)
             if len(data) <= _RECENT_READ_BYTES:
                 recent[asked] = data
                 if len(recent) > _RECENT_READS:
                     recent.popitem(last=False)
         return data
+
+    def _appended(self, position: int, max_bytes: int, end_position: int) -> bytes | memoryview | None:
+        """The bytes an append just wrote at ``position``, if they are all that is asked for."""
+        appended = LogSegment._recent_appends.get((self, position))
+        if appended is None or position + len(appended[0]) != end_position or len(appended[0]) > max_bytes:
+            return None
+        self._read_ended(appended[1], end_position)
+        return appended[0]
 
     def _read(self, position: int, max_bytes: int, end_position: int, min_one: bool) -> bytes | memoryview:
         limit = end_position - position

@@ -7,12 +7,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-pytest.importorskip("psutil", reason="the benchmark harness needs psutil (make bench installs it)")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
-from bench.targets import Target  # noqa: E402
+from bench.targets import Target
 
 PARTITIONS = 3
 PER_PARTITION = 2000

@@ -107,6 +107,51 @@ def test_a_repeated_read_is_answered_from_memory_until_the_segment_is_truncated(
     other.close()
 
 
+def _append_at(segment, offset, tag, frame=None):
+    """Append one batch of two records at ``offset``; ``frame``: a larger buffer whose start it is written in."""
+    batch = make_batch(2, timestamp_ms=5_000 + offset, tag=tag)
+    buf = bytearray(batch) if frame is None else frame
+    buf[: len(batch)] = batch
+    buf[0:8] = offset.to_bytes(8, "big")
+    view = buf if frame is None else memoryview(frame)[: len(batch)]
+    segment.append(view, [(p, h._replace(base_offset=offset)) for p, h in parse_produce_records(view)])
+    return view
+
+
+def test_a_read_of_just_what_an_append_wrote_gets_its_bytes(tmp_path):
+    """The followers an append wakes ask for exactly its batches: they get the appended buffer, not a pread of
+    it -- but only for exactly that, the batches written since a truncation, and never a view that would keep
+    a large request alive."""
+    segment = _segment(tmp_path)
+    _fill(segment, 2)
+    size = len(make_batch(2))
+    written = _append_at(segment, 4, tag=4)
+
+    def stored(position: int, end: int) -> bytes:
+        with open(segment.log_path, "rb") as file:
+            file.seek(position)
+            return file.read(end - position)
+
+    assert segment.read(2 * size, 10**6, 3 * size) is written
+    assert bytes(written) == stored(2 * size, 3 * size)
+    assert segment.read(size, 10**6, 3 * size) is not written, "more than the append: read from the file"
+    assert bytes(segment.read(2 * size, size - 1, 3 * size)) == stored(2 * size, 3 * size), \
+        "a first batch over max_bytes is read as KIP-74 says"
+
+    # a follower cut back to a diverging epoch, then given other batches at the same place
+    segment.truncate_to(2 * size)
+    assert segment.read(2 * size, 10**6, 2 * size) == b""
+    replaced = _append_at(segment, 4, tag=40)
+    assert bytes(replaced) != bytes(written)
+    assert bytes(segment.read(2 * size, 10**6, 3 * size)) == bytes(replaced) == stored(2 * size, 3 * size)
+
+    # a batch that is a view into a large request is written, not kept
+    in_frame = _append_at(segment, 6, tag=6, frame=bytearray(3 * 1024 * 1024))
+    read = segment.read(3 * size, 10**6, 4 * size)
+    assert read is not in_frame and bytes(read) == bytes(in_frame) == stored(3 * size, 4 * size)
+    segment.close()
+
+
 def test_whole_batches_length_stops_before_a_partial_batch():
     data = make_batch(1) + make_batch(2)
     assert whole_batches_length(data) == len(data)
