@@ -72,6 +72,13 @@ class Truncation(NamedTuple):
         return f"truncated {self.bytes_truncated} bytes of {self.file_name} at offset {self.offset} ({self.reason})"
 
 
+def _remember(recent: OrderedDict, key: tuple, value) -> None:
+    """Keep ``value`` in one of the broker's small caches of segment bytes, the oldest going past _RECENT_READS."""
+    recent[key] = value
+    if len(recent) > _RECENT_READS:
+        recent.popitem(last=False)
+
+
 class LogSegment:
     """Batches from ``base_offset`` on, appended with pwrite and read with pread on one open fd.
 
@@ -169,10 +176,7 @@ class LogSegment:
         for at, hdr in batches:
             self._track(position + at, hdr)
         if len(buf.obj if isinstance(buf, memoryview) else buf) <= _RECENT_READ_BYTES:
-            recent = LogSegment._recent_appends
-            recent[(self, position)] = (buf, self.next_offset)
-            if len(recent) > _RECENT_READS:
-                recent.popitem(last=False)
+            _remember(LogSegment._recent_appends, (self, position), (buf, self.next_offset))
 
     def seal(self) -> None:
         """Record the final max timestamp and write index entries (on roll and close)."""
@@ -302,9 +306,7 @@ class LogSegment:
         if data is None:
             data = self._read(position, max_bytes, end_position, min_one)
             if len(data) <= _RECENT_READ_BYTES:
-                recent[asked] = data
-                if len(recent) > _RECENT_READS:
-                    recent.popitem(last=False)
+                _remember(recent, asked, data)
         return data
 
     def _appended(self, position: int, max_bytes: int, end_position: int) -> bytes | memoryview | None:

@@ -64,9 +64,6 @@ class ResponseFrames(asyncio.BufferedProtocol):
         if self._lost is None:  # as a stream reader says it: EOFError for a close, else what broke it
             self._fail(exc if exc is not None else EOFError("the broker closed the connection"))
 
-    def eof_received(self) -> bool:
-        return False  # closes the transport; connection_lost follows
-
     def pause_writing(self) -> None:
         self._write_paused = True
 
